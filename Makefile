@@ -1,0 +1,29 @@
+# Two entry points for a new user (see README.md):
+#   make run   -- set up .venv and tune the default workload (a ResNet-18 conv2d)
+#   make test  -- set up .venv and run the test suite
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test test-slow clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/release tune --workload resnet18.conv2d.2 --target llvm --tuner random --n-trial 32 --log runs/default.jsonl
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,57 @@
+"""Command-line interface: ``release <command> ...``.
+
+Commands are registered by modules that expose ``register(subparsers)``; each sets
+``func(args) -> int`` as the parser default. A :class:`release.errors.ReleaseError` becomes one
+line on stderr and exit status 2; nothing else of the library prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from .errors import ReleaseError
+
+# Modules that add sub-commands. Each has ``register(subparsers)``.
+COMMAND_MODULES = [
+    "release.commands",
+    "release.graph.cli",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the top-level parser with every registered command."""
+    parser = argparse.ArgumentParser(
+        prog="release",
+        description="ReLeASE: fast schedule tuning for Apache TVM (Chameleon) and REGAL graph optimization.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``release`` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ReleaseError as err:
+        print(f"release: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("release: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+"""Operator-level CLI commands (placeholder)."""
+
+
+def register(subparsers) -> None:
+    pass

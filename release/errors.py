@@ -1,0 +1,47 @@
+"""Project exceptions.
+
+Every error a user can cause (bad workload name, malformed target, bad trial count, unreadable
+log, unreachable RPC tracker, ...) raises a :class:`ReleaseError` subclass whose message names
+the bad value and the fix. The CLI turns these into one line on stderr and exit status 2.
+Internal invariants use ``assert``.
+"""
+
+
+class ReleaseError(Exception):
+    """Base class of all user-facing errors of the ``release`` package."""
+
+
+class WorkloadError(ReleaseError):
+    """Unknown workload name or a workload that cannot be turned into a task."""
+
+
+class TargetError(ReleaseError):
+    """Malformed or unavailable target."""
+
+
+class SpaceError(ReleaseError):
+    """A knob space cannot be built (for example a task whose design space has no knobs)."""
+
+
+class InvalidConfigError(ReleaseError):
+    """A config that is not a legal point of its knob space; ``reason`` says why."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class MeasureError(ReleaseError):
+    """Measurement infrastructure cannot be set up (for example an unreachable RPC tracker)."""
+
+
+class RecordError(ReleaseError):
+    """A tuning log that cannot be used (for example written for another task)."""
+
+
+class TunerError(ReleaseError):
+    """Bad tuner arguments (unknown tuner name, feature type, loss type, plan size below 1, ...)."""
+
+
+class GraphError(ReleaseError):
+    """Bad computation graph or graph-optimization input (REGAL): cycle, negative cost, dangling edge, ..."""

@@ -1,0 +1,1 @@
+"""REGAL (graph level): computation graphs, performance model, BRKGA, baselines."""
