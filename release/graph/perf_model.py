@@ -284,8 +284,11 @@ class PerformanceModel:
         live = np.cumsum(alloc, axis=1) - np.cumsum(free, axis=1)
         return live.max(axis=1)
 
-    def _simulate(self, prio: list[float], dev: list[int]):
-        """Serial schedule generation for d > 1; returns (order, start, finish, device_peak)."""
+    def _simulate(self, prio: list[float], dev: list[int], need_mem: bool = True):
+        """Serial schedule generation for d > 1; returns (order, start, finish, device_peak).
+
+        ``device_peak`` is all zeros when ``need_mem`` is False (runtime objective without memory limits).
+        """
         n, d = self.n, self.d
         indeg = self._indeg0.copy()
         succ, pred_flag, cost, size = self._succ, self._pred_flag, self._cost, self._size
@@ -295,9 +298,7 @@ class PerformanceModel:
         free_at = [0.0] * d
         start = [0.0] * n
         finish = [0.0] * n
-        idx = [0] * n
         order = []
-        k = 0
         while heap:
             v = heapq.heappop(heap)[1]
             dv = dev[v]
@@ -312,13 +313,26 @@ class PerformanceModel:
             start[v] = t
             finish[v] = t + cost[v]
             free_at[dv] = finish[v]
-            idx[v] = k
-            k += 1
             order.append(v)
             for s in succ[v]:
                 indeg[s] -= 1
                 if indeg[s] == 0:
                     heapq.heappush(heap, (-prio[s], s))
+        peaks = np.zeros(d)
+        if not need_mem:
+            return order, start, finish, peaks
+        peaks = self._device_peaks(order, start, finish, dev)
+        return order, start, finish, peaks
+
+    def _device_peaks_reference(self, order, start, finish, dev) -> np.ndarray:
+        """Per-device peak bytes of a simulated schedule, event by event in Python (reference for tests)."""
+        n, d = self.n, self.d
+        size = self._size
+        lat, bw = self.latency.tolist(), self.bandwidth.tolist()
+        idx = [0] * n
+        for k, v in enumerate(order):
+            idx[v] = k
+        peaks = np.zeros(d)
         # memory events per device: (time, scheduling index, phase, delta)
         events: list[list[tuple]] = [[] for _ in range(d)]
         dsucc = self._data_succ
@@ -348,7 +362,6 @@ class PerformanceModel:
                 if local_end is None or arrival > local_end:
                     local_end = arrival
             events[dp].append(local_end + (-s,))
-        peaks = np.zeros(d)
         for j in range(d):
             ev = events[j]
             if not ev:
@@ -361,7 +374,66 @@ class PerformanceModel:
                 if run > best:
                     best = run
             peaks[j] = best
-        return order, start, finish, peaks
+        return peaks
+
+    def _device_peaks(self, order, start, finish, dev) -> np.ndarray:
+        """Per-device peak bytes of a simulated schedule (vectorized; same events as the reference).
+
+        On one device finish times grow with the scheduling index, so "the last consumer on a device" is the
+        consumer with the largest index there.
+        """
+        n, d = self.n, self.d
+        order = np.asarray(order, dtype=np.int64)
+        start = np.asarray(start)
+        finish = np.asarray(finish)
+        dev = np.asarray(dev, dtype=np.int64)
+        size = self.graph.out_bytes
+        idx = np.empty(n, dtype=np.int64)
+        idx[order] = np.arange(n)
+        src, dst = self._e_src, self._e_dst
+        ds, dd = dev[src], dev[dst]
+        local = ds == dd
+        loc_last = np.full(n, -1, dtype=np.int64)
+        np.maximum.at(loc_last, src[local], idx[dst[local]])
+        rem = ~local
+        rem_last = np.full(n * d, -1, dtype=np.int64)
+        np.maximum.at(rem_last, src[rem] * d + dd[rem], idx[dst[rem]])
+        pairs = np.flatnonzero(rem_last >= 0)
+        rp, rr = pairs // d, pairs % d
+        rc = order[rem_last[pairs]]
+        # sender: free at the later of the last local consumer's end and the last arrival
+        has_cons = np.zeros(n, dtype=bool)
+        has_cons[src] = True
+        arrival = np.full(n, -np.inf)
+        if len(pairs):
+            arr_t = finish[rp] + self.latency[dev[rp], rr] + size[rp] / self.bandwidth[dev[rp], rr]
+            np.maximum.at(arrival, rp, arr_t)
+        lc = order[np.maximum(loc_last, 0)]
+        loc_t = np.where(loc_last >= 0, finish[lc], -np.inf)
+        use_arr = (arrival > loc_t) | ((arrival == loc_t) & (idx > loc_last))
+        f_time = np.where(use_arr, arrival, loc_t)
+        f_idx = np.where(use_arr, idx, loc_last)
+        nz = size > 0
+        prod = np.flatnonzero(nz)
+        fr = np.flatnonzero(nz & has_cons)
+        rk = np.flatnonzero(size[rp] > 0)
+        rp, rr, rc = rp[rk], rr[rk], rc[rk]
+        ev_dev = np.concatenate([dev[prod], dev[fr], rr, rr])
+        ev_t = np.concatenate([start[prod], f_time[fr], finish[rp], finish[rc]])
+        ev_i = np.concatenate([idx[prod], f_idx[fr], idx[rp], idx[rc]])
+        ev_ph = np.concatenate([np.zeros(len(prod)), np.ones(len(fr) + 2 * len(rp))])
+        ev_dl = np.concatenate([size[prod], -size[fr], size[rp], -size[rp]])
+        if not len(ev_dev):
+            return np.zeros(d)
+        o = np.lexsort((ev_ph, ev_i, ev_t, ev_dev))
+        ev_dev, ev_dl = ev_dev[o], ev_dl[o]
+        cs = np.cumsum(ev_dl)
+        starts = np.flatnonzero(np.r_[True, ev_dev[1:] != ev_dev[:-1]])
+        base = np.r_[0.0, cs][starts]
+        seg = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(cs)]))
+        peaks = np.zeros(d)
+        peaks[ev_dev[starts]] = np.maximum.reduceat(cs - base[seg], starts)
+        return np.maximum(peaks, 0.0)
 
     # ------------------------------------------------------------------ evaluation
     def _violation(self, device_peak: np.ndarray) -> np.ndarray:
@@ -406,7 +478,7 @@ class PerformanceModel:
             mk = np.empty(P)
             dpeak = np.empty((P, self.d))
             for i in range(P):
-                _, _, finish, peaks = self._simulate(prios[i], devs[i])
+                _, _, finish, peaks = self._simulate(prios[i], devs[i], need_mem)
                 mk[i] = max(finish)
                 dpeak[i] = peaks
             peak = dpeak.max(1)

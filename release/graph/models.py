@@ -1,0 +1,215 @@
+"""Real model graphs for REGAL, defined in PyTorch and imported through TVM's Relax frontend.
+
+Registry (``MODELS``; used by ``--graph model:NAME``):
+
+* ``resnet18`` -- ResNet-18 (He et al. 2016), written here (torchvision does not import beside this torch),
+  input 1x3x64x64: a chain with short residual branches, little room to reorder.
+* ``transformer`` -- one transformer encoder layer (post-norm, as ``torch.nn.TransformerEncoderLayer``),
+  hand-written so the Q/K/V projections are separate ops: d_model 64, 4 heads, FFN 256, sequence 32.
+* ``inception`` -- an Inception-v1-style block (Szegedy et al. 2015): four branches (1x1; 1x1-3x3;
+  1x1-3x3-3x3; maxpool-1x1) concatenated, on 1x64x28x28.
+* ``randwire`` -- a randomly wired network (Xie et al. 2019): a Watts-Strogatz graph (``n`` nodes, ``k``
+  neighbours, rewiring probability ``p``, seeded, generated with NumPy), edges oriented from lower to higher
+  index; every graph node sums its inputs and applies ReLU - depthwise 3x3 conv - pointwise 1x1 conv - BN;
+  graph nodes without predecessors read the stem, nodes without successors are averaged. This is the
+  irregular-graph benchmark of the memory-aware scheduling literature (SERENITY, MLSys 2020).
+* ``tiny`` -- a 2-branch conv block for fast tests.
+
+All weights are random (seeded): REGAL needs shapes and costs, not trained weights.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+import numpy as np
+
+from ..errors import GraphError
+
+logger = logging.getLogger(__name__)
+
+
+def watts_strogatz_dag(n: int = 24, k: int = 4, p: float = 0.75, seed: int = 0) -> list[tuple[int, int]]:
+    """Edges ``(u, v)`` with ``u < v`` of a Watts-Strogatz small-world graph (ring lattice of ``n`` nodes,
+    each joined to its ``k`` nearest neighbours, every edge rewired with probability ``p``), oriented by index.
+
+    Raises
+    ------
+    GraphError
+        When ``k`` is odd, ``k >= n`` or ``p`` is outside [0, 1].
+    """
+    if k % 2 or k >= n or not 0 <= p <= 1:
+        raise GraphError(f"Watts-Strogatz needs even k < n and p in [0, 1], got n={n}, k={k}, p={p}")
+    rng = np.random.default_rng(seed)
+    adj = set()
+    for i in range(n):
+        for j in range(1, k // 2 + 1):
+            adj.add(frozenset((i, (i + j) % n)))
+    for j in range(1, k // 2 + 1):  # rewire as in Watts & Strogatz (1998)
+        for i in range(n):
+            e = frozenset((i, (i + j) % n))
+            if e in adj and rng.random() < p:
+                choices = [w for w in range(n) if w != i and frozenset((i, w)) not in adj]
+                if choices:
+                    adj.remove(e)
+                    adj.add(frozenset((i, int(choices[rng.integers(len(choices))]))))
+    return sorted(tuple(sorted(e)) for e in adj)
+
+
+def _torch_models() -> dict[str, Callable]:
+    import torch
+    from torch import nn
+
+    class BasicBlock(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            y = torch.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            return torch.relu(y + (x if self.down is None else self.down(x)))
+
+    class ResNet18(nn.Module):
+        def __init__(self, classes=1000):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                      nn.MaxPool2d(3, 2, 1))
+            blocks, cin = [], 64
+            for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+                blocks += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
+                cin = cout
+            self.blocks = nn.Sequential(*blocks)
+            self.fc = nn.Linear(512, classes)
+
+        def forward(self, x):
+            x = self.blocks(self.stem(x))
+            return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+    class EncoderLayer(nn.Module):
+        def __init__(self, d=64, heads=4, ffn=256):
+            super().__init__()
+            self.h, self.dk = heads, d // heads
+            self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.f1, self.f2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
+
+        def forward(self, x):
+            b, s, d = x.shape
+
+            def heads(t):
+                return t.reshape(b, s, self.h, self.dk).transpose(1, 2)
+
+            q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+            att = torch.softmax(q @ k.transpose(-2, -1) / (self.dk ** 0.5), dim=-1)
+            y = (att @ v).transpose(1, 2).reshape(b, s, d)
+            x = self.ln1(x + self.o(y))
+            return self.ln2(x + self.f2(torch.relu(self.f1(x))))
+
+    def cbr(cin, cout, k):
+        return nn.Sequential(nn.Conv2d(cin, cout, k, padding=k // 2, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
+
+    class Inception(nn.Module):
+        def __init__(self, cin=64):
+            super().__init__()
+            self.b1 = cbr(cin, 64, 1)
+            self.b2 = nn.Sequential(cbr(cin, 48, 1), cbr(48, 64, 3))
+            self.b3 = nn.Sequential(cbr(cin, 64, 1), cbr(64, 96, 3), cbr(96, 96, 3))
+            self.b4 = nn.Sequential(nn.MaxPool2d(3, 1, 1), cbr(cin, 32, 1))
+
+        def forward(self, x):
+            return torch.cat([self.b1(x), self.b2(x), self.b3(x), self.b4(x)], 1)
+
+    class RandWireNode(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.dw = nn.Conv2d(c, c, 3, 1, 1, groups=c, bias=False)
+            self.pw = nn.Conv2d(c, c, 1, bias=False)
+            self.bn = nn.BatchNorm2d(c)
+
+        def forward(self, x):
+            return self.bn(self.pw(self.dw(torch.relu(x))))
+
+    class RandWire(nn.Module):
+        def __init__(self, n=24, k=4, p=0.75, seed=0, c=32):
+            super().__init__()
+            self.edges = watts_strogatz_dag(n, k, p, seed)
+            self.n = n
+            self.preds = [[u for u, v in self.edges if v == i] for i in range(n)]
+            has_succ = {u for u, _ in self.edges}
+            self.outs = [i for i in range(n) if i not in has_succ]
+            self.stem = nn.Sequential(nn.Conv2d(3, c, 3, 2, 1, bias=False), nn.BatchNorm2d(c))
+            self.nodes = nn.ModuleList(RandWireNode(c) for _ in range(n))
+
+        def forward(self, x):
+            x = self.stem(x)
+            out = []
+            for i in range(self.n):
+                ins = [out[u] for u in self.preds[i]]
+                h = x if not ins else (ins[0] if len(ins) == 1 else torch.stack(ins).sum(0))
+                out.append(self.nodes[i](h))
+            return torch.stack([out[i] for i in self.outs]).mean(0)
+
+    class Tiny(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Conv2d(3, 8, 3, padding=1)
+            self.b = nn.Conv2d(3, 8, 1)
+            self.c = nn.Conv2d(16, 4, 1)
+
+        def forward(self, x):
+            return self.c(torch.cat([torch.relu(self.a(x)), torch.relu(self.b(x))], 1))
+
+    def make(cls, shape, **kw):
+        def build():
+            torch.manual_seed(0)
+            return cls(**kw).eval(), (torch.randn(*shape),)
+
+        return build
+
+    return {
+        "resnet18": make(ResNet18, (1, 3, 64, 64)),
+        "transformer": make(EncoderLayer, (1, 32, 64)),
+        "inception": make(Inception, (1, 64, 28, 28)),
+        "randwire": make(RandWire, (1, 3, 32, 32)),
+        "tiny": make(Tiny, (1, 3, 8, 8)),
+    }
+
+
+MODEL_NAMES = ("resnet18", "transformer", "inception", "randwire", "tiny")
+
+
+def build_model(name: str):
+    """The PyTorch module and example inputs of registered model ``name``.
+
+    Raises
+    ------
+    GraphError
+        For an unknown model name.
+    """
+    if name not in MODEL_NAMES:
+        raise GraphError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+    return _torch_models()[name]()
+
+
+def model_graph(name: str, **kw):
+    """Import registered model ``name`` as a :class:`~release.graph.graph.ComputationGraph`.
+
+    ``kw`` goes to :func:`release.graph.relax_import.from_relax` (``cost``, ``latencies``).
+
+    Raises
+    ------
+    GraphError
+        For an unknown model name.
+    """
+    from .relax_import import from_torch
+
+    model, inputs = build_model(name)
+    return from_torch(model, inputs, name=name, **kw)

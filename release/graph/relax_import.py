@@ -1,0 +1,298 @@
+"""Import computation graphs from Relax IRModules and from PyTorch models (through TVM's Relax frontend).
+
+Each operator call bound in the ``main`` function (any ``relax.*`` op, or a ``call_tir`` in an already
+lowered module) becomes a node, in binding order: that order is the *given order*, the one TVM runs.
+Tuple construction, tuple indexing and variable aliases are not nodes; they forward their producers.
+Function parameters and constants are not nodes (weights live outside the schedule).
+
+* output bytes: product of the static shape times the dtype size, summed over tuple fields;
+* compute cost (microseconds), unless measured latencies are given: a roofline over TVM's own estimates,
+  ``max(flops / rate, bytes / bandwidth) + overhead``, where ``flops`` is
+  :func:`tvm.s_tir.analysis.estimate_tir_flops` of the op's PrimFunc after
+  :func:`tvm.relax.transform.LegalizeOps`, ``bytes`` the op's input plus output tensor bytes. Defaults
+  (:class:`CostConfig`): 50 GFLOP/s, 20 GB/s, 2 us per op, a 2-core Zen3 CPU order of magnitude
+  (reference/tvm-0.27.md: tuned conv2d layers ran at 31-46 GFLOPS here);
+* measured latencies (``latencies=``): a dict or JSON file mapping a node name (binding variable, e.g.
+  ``"lv3"``) or the name of its legalized PrimFunc (e.g. ``"conv2d"``, ``"add1"``) to microseconds; a
+  ``.jsonl`` tuning log of records ``{"name"|"func"|"task": str, "latency_us": float}`` or
+  ``{..., "run_secs": [float, ...]}`` (mean of ``run_secs``; the best record per name wins). Nodes not in the
+  log fall back to the roofline estimate.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import GraphError
+from .graph import ComputationGraph
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class CostConfig:
+    """The roofline used to turn TVM's FLOP estimate into a compute cost (ours; stated assumptions)."""
+
+    gflops: float = 50.0
+    """Assumed compute rate, GFLOP/s (1 GFLOP/s = 1e3 FLOP per microsecond)."""
+    bandwidth_gbs: float = 20.0
+    """Assumed memory bandwidth, GB/s, for the bytes an op reads and writes."""
+    overhead_us: float = 2.0
+    """Fixed per-op cost (launch, loop set-up), microseconds."""
+
+    def cost_us(self, flops: float, nbytes: float) -> float:
+        """Cost in microseconds of an op with ``flops`` FLOPs touching ``nbytes`` bytes."""
+        return max(flops / (self.gflops * 1e3), nbytes / (self.bandwidth_gbs * 1e3)) + self.overhead_us
+
+
+def _dtype_bytes(dtype) -> float:
+    import tvm
+
+    dt = tvm.runtime.DataType(str(dtype))
+    return dt.bits * dt.lanes / 8.0
+
+
+def _type_bytes(ty, where: str) -> float:
+    """Bytes of a Relax TensorType / TupleType with static shapes."""
+    fields = getattr(ty, "fields", None)
+    if fields is not None:
+        return float(sum(_type_bytes(f, where) for f in fields))
+    shape = getattr(ty, "shape", None)
+    if shape is None or not hasattr(shape, "values"):
+        if type(ty).__name__ in ("ShapeType", "ObjectType", "PrimType"):
+            return 0.0
+        raise GraphError(
+            f"{where} has no static shape ({ty}); import the model with static input shapes"
+        )
+    n = 1
+    for v in shape.values:
+        try:
+            n *= int(v)
+        except (TypeError, ValueError):
+            raise GraphError(f"{where} has a symbolic shape ({ty}); import the model with static input shapes") from None
+    return float(n) * _dtype_bytes(ty.dtype)
+
+
+def _collect_vars(expr, out: list) -> None:
+    """Relax Vars referenced by an argument expression (through tuples)."""
+    from tvm import relax
+
+    if isinstance(expr, relax.Var):
+        out.append(expr)
+    elif isinstance(expr, relax.Tuple):
+        for f in expr.fields:
+            _collect_vars(f, out)
+
+
+def load_latencies(path: str | Path) -> dict[str, float]:
+    """Read measured latencies (microseconds) keyed by node or PrimFunc name.
+
+    Accepts a JSON object ``{name: us}`` or a JSON-lines tuning log (see the module docstring).
+
+    Raises
+    ------
+    GraphError
+        When the file is missing or holds no usable record.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise GraphError(f"latency log {str(path)!r} does not exist; give a JSON or JSON-lines file")
+    text = p.read_text()
+    out: dict[str, float] = {}
+    try:
+        obj = json.loads(text)
+        if isinstance(obj, dict):
+            return {str(k): float(v) for k, v in obj.items()}
+    except json.JSONDecodeError:
+        pass
+    except (TypeError, ValueError) as err:
+        raise GraphError(f"latency file {str(path)!r}: values must be microseconds ({err})") from None
+    for line_no, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            raise GraphError(f"latency log {str(path)!r} line {line_no} is not JSON") from None
+        name = rec.get("name") or rec.get("func") or rec.get("task")
+        if name is None:
+            continue
+        if "latency_us" in rec:
+            lat = float(rec["latency_us"])
+        elif rec.get("run_secs"):
+            lat = float(np.mean(rec["run_secs"])) * 1e6
+        else:
+            continue
+        out[str(name)] = min(lat, out.get(str(name), np.inf))
+    if not out:
+        raise GraphError(
+            f"latency log {str(path)!r} has no record with a name and 'latency_us' or 'run_secs'"
+        )
+    return out
+
+
+def from_relax(
+    mod,
+    name: str = "relax",
+    cost: CostConfig | None = None,
+    latencies: dict[str, float] | str | Path | None = None,
+    function: str = "main",
+) -> ComputationGraph:
+    """Build a :class:`ComputationGraph` from a Relax IRModule.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A Relax module (for example from :func:`tvm.relax.frontend.torch.from_exported_program`), raw or
+        legalized.
+    name : str
+        Graph name.
+    cost : CostConfig, optional
+        Roofline parameters (default :class:`CostConfig`).
+    latencies : dict or path, optional
+        Measured latencies in microseconds (see the module docstring); they replace the estimate per node.
+    function : str, default "main"
+
+    Returns
+    -------
+    ComputationGraph
+        Node ``i`` = the i-th operator call of ``function``; ``ops`` holds the Relax op names.
+
+    Raises
+    ------
+    GraphError
+        When ``function`` is missing, a tensor shape is symbolic, or the function has no operator call.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    cost = cost or CostConfig()
+    if isinstance(latencies, (str, Path)):
+        latencies = load_latencies(latencies)
+    latencies = latencies or {}
+    names = [gv.name_hint for gv in mod.get_global_vars()]
+    if function not in names:
+        raise GraphError(f"module has no function {function!r} (functions: {', '.join(sorted(names))})")
+    legal = relax.transform.LegalizeOps()(mod)
+
+    def callee_map(fn) -> dict[str, object]:
+        out = {}
+        for block in fn.body.blocks:
+            for b in block.bindings:
+                v = b.value
+                if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op) and v.op.name == "relax.call_tir":
+                    out[b.var.name] = v.args[0]
+        return out
+
+    legal_callee = callee_map(legal[function])
+    flops_cache: dict[str, float] = {}
+
+    def flops_of(var_name: str, gv_module) -> tuple[float, str]:
+        gv = legal_callee.get(var_name)
+        if gv is None:
+            return 0.0, ""
+        key = gv.name_hint
+        if key not in flops_cache:
+            try:
+                flops_cache[key] = float(estimate_tir_flops(tvm.IRModule({"main": gv_module[gv]})))
+            except Exception as err:  # TVM raises TVMError for ops it cannot count
+                logger.debug("no FLOP estimate for %s: %s", key, err)
+                flops_cache[key] = 0.0
+        return flops_cache[key], key
+
+    fn = mod[function]
+    producers: dict[object, list[int]] = {}
+    node_names, node_ops, costs, sizes, edges = [], [], [], [], []
+    measured = 0
+    for block in fn.body.blocks:
+        for b in block.bindings:
+            var, val = b.var, b.value
+            if isinstance(val, relax.Call) and isinstance(val.op, (tvm.ir.Op, tvm.ir.GlobalVar)):
+                i = len(node_names)
+                op_name = val.op.name if isinstance(val.op, tvm.ir.Op) else val.op.name_hint
+                args = list(val.args)
+                if op_name == "relax.call_tir":
+                    op_name = f"call_tir:{args[0].name_hint}"
+                used: list = []
+                for a in args:
+                    _collect_vars(a, used)
+                in_bytes = 0.0
+                seen_p = set()
+                for u in used:
+                    for p in producers.get(u, []):
+                        if p not in seen_p:
+                            edges.append((p, i))
+                            seen_p.add(p)
+                    try:
+                        in_bytes += _type_bytes(u.ty, f"input {u.name}")
+                    except GraphError:
+                        pass
+                out_b = _type_bytes(var.ty, f"binding {var.name} ({op_name})")
+                fl, func_name = flops_of(var.name, legal)
+                if op_name.startswith("call_tir:"):
+                    try:
+                        fl = float(estimate_tir_flops(tvm.IRModule({"main": mod[args[0]]})))
+                    except Exception:  # pragma: no cover
+                        fl = 0.0
+                    func_name = args[0].name_hint
+                if var.name in latencies:
+                    c = float(latencies[var.name])
+                    measured += 1
+                elif func_name and func_name in latencies:
+                    c = float(latencies[func_name])
+                    measured += 1
+                else:
+                    c = cost.cost_us(fl, in_bytes + out_b)
+                node_names.append(var.name)
+                node_ops.append(op_name)
+                costs.append(c)
+                sizes.append(out_b)
+                producers[var] = [i]
+            elif isinstance(val, relax.TupleGetItem):
+                src = producers.get(val.tuple_value, [])
+                producers[var] = list(src)
+            elif isinstance(val, relax.Tuple):
+                used = []
+                _collect_vars(val, used)
+                producers[var] = sorted({p for u in used for p in producers.get(u, [])})
+            elif isinstance(val, relax.Var):
+                producers[var] = list(producers.get(val, []))
+    if not node_names:
+        raise GraphError(f"function {function!r} has no operator call; nothing to schedule")
+    if latencies:
+        logger.info("%s: %d of %d node costs from measured latencies", name, measured, len(node_names))
+    return ComputationGraph(np.array(costs), np.array(sizes), sorted(set(edges)), [], node_names, node_ops, name)
+
+
+def export_torch(model, example_inputs: tuple):
+    """``torch.export`` + ``tvm.relax.frontend.torch.from_exported_program``; returns the Relax IRModule.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Put in eval mode before export.
+    example_inputs : tuple of torch.Tensor
+        Static-shape example inputs.
+    """
+    import torch
+    from tvm.relax.frontend.torch import from_exported_program
+
+    model = model.eval()
+    with torch.no_grad():
+        ep = torch.export.export(model, tuple(example_inputs))
+    return from_exported_program(ep)
+
+
+def from_torch(model, example_inputs: tuple, name: str = "torch", **kw) -> ComputationGraph:
+    """Import a PyTorch model as a :class:`ComputationGraph` through TVM's Relax frontend.
+
+    ``kw`` goes to :func:`from_relax` (``cost``, ``latencies``).
+    """
+    return from_relax(export_torch(model, example_inputs), name=name, **kw)
