@@ -1,7 +1,195 @@
-"""`release regal ...` subcommands (placeholder, filled in by the REGAL work)."""
+"""``release regal ...``: REGAL graph optimization from the command line.
+
+``release regal optimize --graph PATH|synthetic:SEED|model:NAME --objective peak-memory|runtime
+--devices N --budget EVALS --method brkga,random,...`` runs each method on the same performance model and
+budget, prints one line per method (objective, evaluations, evaluations/s, improvement over the given order)
+and writes the best solution of every method (device per node, op order, times) as JSON.
+
+``release regal export --graph ... --out graph.json`` writes the graph itself as JSON.
+
+Heavy imports (TVM, PyTorch) happen only for ``model:NAME`` graphs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from ..errors import GraphError
+
+logger = logging.getLogger(__name__)
+
+METHOD_CHOICES = ("brkga", "tuned-brkga", "random", "local", "greedy", "given", "exact")
+
+
+def load_graph(spec: str, nodes: int = 30, width: int = 4, gflops: float = 50.0, latencies: str | None = None):
+    """Resolve ``PATH``, ``synthetic:SEED`` or ``model:NAME`` to a ComputationGraph.
+
+    Raises
+    ------
+    GraphError
+        For a missing file, a bad seed or an unknown model name.
+    """
+    from .graph import ComputationGraph
+
+    if spec.startswith("synthetic:"):
+        from .synthetic import SyntheticConfig, random_layered_graph
+
+        s = spec.split(":", 1)[1]
+        try:
+            seed = int(s)
+        except ValueError:
+            raise GraphError(f"bad synthetic seed {s!r}; use synthetic:INTEGER, e.g. synthetic:7") from None
+        return random_layered_graph(SyntheticConfig(n_nodes=nodes, width=width), seed, name=f"synthetic-{seed}")
+    if spec.startswith("model:"):
+        from .models import model_graph
+        from .relax_import import CostConfig
+
+        return model_graph(spec.split(":", 1)[1], cost=CostConfig(gflops=gflops), latencies=latencies)
+    return ComputationGraph.load(spec)
+
+
+def _positive_int(name: str):
+    def parse(s: str) -> int:
+        try:
+            v = int(s)
+        except ValueError:
+            raise GraphError(f"{name} must be a positive integer, got {s!r}") from None
+        if v <= 0:
+            raise GraphError(f"{name} must be a positive integer, got {v}; use {name} 1 or more")
+        return v
+
+    return parse
+
+
+def _methods(s: str) -> list[str]:
+    out = [m.strip() for m in s.split(",") if m.strip()]
+    if out == ["all"]:
+        return list(METHOD_CHOICES)
+    for m in out:
+        if m not in METHOD_CHOICES:
+            raise GraphError(f"unknown method {m!r}; choose from {', '.join(METHOD_CHOICES)} or 'all'")
+    return out
+
+
+def _optimize(args) -> int:
+    import numpy as np
+
+    from .baselines import TuningGrid, run_method, tune_brkga
+    from .brkga import BRKGAConfig
+    from .exact import exact_makespan, exact_peak_memory
+    from .perf_model import PerformanceModel
+
+    budget = _positive_int("--budget")(args.budget)
+    devices = _positive_int("--devices")(args.devices)
+    methods = _methods(args.method)
+    graph = load_graph(args.graph, args.nodes, args.width, args.gflops, args.latencies)
+    mkw = dict(latency_us=args.latency_us, bandwidth=args.bandwidth, memory_limit=args.memory_limit)
+    PerformanceModel(graph, devices, args.objective, **mkw)  # validate the set-up before any work
+    unit = "us" if args.objective == "runtime" else "bytes"
+    print(f"graph {graph.summary()}")
+    print(f"objective {args.objective} ({unit}), {devices} device(s), budget {budget} evaluations, seed {args.seed}")
+    given = PerformanceModel(graph, devices, args.objective, **mkw)
+    given_obj = given.decode(given.given_order_chromosome()).objective(args.objective)
+    results = {}
+    for name in methods:
+        model = PerformanceModel(graph, devices, args.objective, **mkw)
+        t0 = time.perf_counter()
+        if name == "exact":
+            if args.memory_limit is not None:
+                raise GraphError("--method exact does not support --memory-limit; drop one of them")
+            if args.objective == "peak-memory":
+                if devices != 1:
+                    raise GraphError("exact peak memory is implemented for --devices 1 only (frontier DP)")
+                ex = exact_peak_memory(graph, args.exact_states)
+            else:
+                ex = exact_makespan(graph, devices, args.latency_us, args.bandwidth, args.exact_time_limit,
+                                    seed=args.seed)
+            if ex.chromosome is None:
+                print(f"{'exact':12s} gave up ({ex.status})")
+                continue
+            chrom, obj, vio, evals, status = ex.chromosome, ex.objective, 0.0, 0, ex.status
+        else:
+            kw = {}
+            if name == "tuned-brkga":
+                from .synthetic import SyntheticConfig, make_splits
+
+                train = make_splits(args.tune_graphs, 0, 0, SyntheticConfig(n_nodes=graph.n, width=args.width),
+                                    seed=args.seed + 1).train
+                grid = TuningGrid(population=(50, 100), elite_fraction=(0.1, 0.25), mutant_fraction=(0.1, 0.3),
+                                  rho=(0.6, 0.8))
+                kw["config"] = tune_brkga(train, args.objective, devices, budget, grid, args.seed, mkw).best
+                logger.info("tuned BRKGA config: %s", kw["config"])
+            r = run_method(name, model, budget, args.seed, **kw)
+            chrom, obj, vio, evals, status = r.best_chromosome, r.best_objective, r.best_violation, r.evaluations, ""
+            assert model.evaluations <= budget
+        secs = time.perf_counter() - t0
+        sol = PerformanceModel(graph, devices, args.objective, **mkw).decode(chrom)
+        rate = evals / secs if secs > 0 and evals else 0.0
+        impr = 100.0 * (given_obj - obj) / given_obj if given_obj > 0 else 0.0
+        feas = "" if vio <= 0 else f" INFEASIBLE (+{vio:.0f} bytes over limit)"
+        extra = f" [{status}]" if status else ""
+        print(f"{name:12s} {obj:14.1f} {unit}  {impr:+6.2f}% vs given  {evals:6d} evals  "
+              f"{rate:9.0f} evals/s  {secs:6.2f} s{feas}{extra}")
+        results[name] = {"objective": obj, "violation": vio, "evaluations": evals, "seconds": secs,
+                         "improvement_over_given_pct": impr, "solution": sol.to_dict(graph)}
+    if args.out:
+        out = {"graph": graph.name, "objective": args.objective, "unit": unit, "devices": devices,
+               "budget": budget, "seed": args.seed, "given_order_objective": given_obj, "methods": results}
+        if results:
+            best = min(results, key=lambda k: (results[k]["violation"], results[k]["objective"]))
+            out["best_method"] = best
+            out["best"] = results[best]["solution"]
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=1, default=float))
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _export(args) -> int:
+    graph = load_graph(args.graph, args.nodes, args.width, args.gflops, args.latencies)
+    graph.save(args.out)
+    print(f"{graph.summary()}\nwrote {args.out}")
+    return 0
+
+
+def _add_graph_args(p) -> None:
+    p.add_argument("--graph", required=True, help="PATH (graph JSON), synthetic:SEED or model:NAME "
+                   "(resnet18, transformer, inception, randwire, tiny)")
+    p.add_argument("--nodes", type=int, default=30, help="nodes of a synthetic graph (default 30)")
+    p.add_argument("--width", type=int, default=4, help="largest layer of a synthetic graph (default 4)")
+    p.add_argument("--gflops", type=float, default=50.0,
+                   help="assumed compute rate (GFLOP/s) turning TVM's FLOP estimate into microseconds (default 50)")
+    p.add_argument("--latencies", default=None,
+                   help="measured per-op latencies (JSON {name: us} or JSON-lines tuning log) for model graphs")
 
 
 def register(subparsers) -> None:
     """Add the ``regal`` command to the top-level CLI's ``subparsers``."""
     p = subparsers.add_parser("regal", help="REGAL graph optimization (op order and device placement)")
-    p.set_defaults(func=lambda args: p.print_help() or 0)
+    sub = p.add_subparsers(dest="regal_command", metavar="SUBCOMMAND")
+    p.set_defaults(func=lambda args: p.print_help() or 2)
+
+    o = sub.add_parser("optimize", help="optimize op order / device placement of a graph with each method")
+    _add_graph_args(o)
+    o.add_argument("--objective", choices=("peak-memory", "runtime"), default="runtime")
+    o.add_argument("--devices", default="1", help="number of identical devices (default 1)")
+    o.add_argument("--budget", default="5000", help="objective evaluations per method (default 5000)")
+    o.add_argument("--method", default="brkga", help=f"comma-separated: {', '.join(METHOD_CHOICES)}, or all")
+    o.add_argument("--seed", type=int, default=0)
+    o.add_argument("--memory-limit", type=float, default=None, help="per-device memory limit, bytes")
+    o.add_argument("--latency-us", type=float, default=5.0, help="cross-device transfer latency, us (default 5)")
+    o.add_argument("--bandwidth", type=float, default=1e4,
+                   help="cross-device bandwidth, bytes per us (default 1e4 = 10 GB/s)")
+    o.add_argument("--exact-time-limit", type=float, default=30.0, help="CP-SAT time limit, s (default 30)")
+    o.add_argument("--exact-states", type=int, default=2_000_000, help="frontier-DP state cap (default 2e6)")
+    o.add_argument("--tune-graphs", type=int, default=4, help="synthetic training graphs for tuned-brkga")
+    o.add_argument("--out", default=None, help="write every method's solution as JSON here")
+    o.set_defaults(func=_optimize)
+
+    e = sub.add_parser("export", help="write a graph (synthetic or imported model) as JSON")
+    _add_graph_args(e)
+    e.add_argument("--out", required=True)
+    e.set_defaults(func=_export)

@@ -288,10 +288,9 @@ class ComputationGraph:
             d = json.loads(p.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise GraphError(f"graph file {str(path)!r} is not valid JSON ({err})") from None
-        g = cls.from_dict(d)
-        if g.name == "graph":
-            g.name = p.stem
-        return g
+        if isinstance(d, dict) and "name" not in d:
+            d["name"] = p.stem
+        return cls.from_dict(d)
 
 
 def _find_cycle(n: int, edges: np.ndarray) -> list[int] | None:
