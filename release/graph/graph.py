@@ -116,14 +116,14 @@ class ComputationGraph:
         if bad.size:
             i = int(bad[0])
             raise GraphError(
-                f"graph {self.name!r}: node {i} ({self.names[i]}) has compute cost {self.cost[i]!r} us; "
+                f"graph {self.name!r}: node {i} ({self.names[i]}) has compute cost {float(self.cost[i])} us; "
                 "costs must be finite and >= 0"
             )
         bad = np.flatnonzero(~np.isfinite(self.out_bytes) | (self.out_bytes < 0))
         if bad.size:
             i = int(bad[0])
             raise GraphError(
-                f"graph {self.name!r}: node {i} ({self.names[i]}) has output size {self.out_bytes[i]!r} bytes; "
+                f"graph {self.name!r}: node {i} ({self.names[i]}) has output size {float(self.out_bytes[i])} bytes; "
                 "sizes must be finite and >= 0"
             )
         for kind, edges in (("data", self.data_edges), ("control", self.control_edges)):
