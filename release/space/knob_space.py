@@ -1,0 +1,519 @@
+"""Knob spaces over MetaSchedule design spaces (the modern replacement of AutoTVM's ConfigSpace).
+
+MetaSchedule's ``PostOrderApply`` space generator turns a task into one or more *design spaces*:
+schedules whose traces hold sampling instructions. Each sampling instruction is a *knob* whose
+legal decisions are enumerated and ordered here:
+
+- ``SamplePerfectTile(n, max_innermost)``: every ordered factorization of the loop extent into
+  ``n`` factors with innermost factor ``<= max_innermost``, sorted lexicographically (AutoTVM's
+  ``define_split(policy="factors")`` enumeration);
+- ``SampleCategorical(candidates, probs)``: the candidate indices ``0..len-1``;
+- ``SampleComputeLocation``: ``-2`` (inline), ``-1`` (root) and the loop indices TVM accepts,
+  found by probing replays (the legal set depends on other knobs; TVM silently *snaps* an
+  illegal location to a legal one, so a config whose location snaps is reported invalid).
+
+Knobs with a single legal decision are fixed and left out of the vector. Design spaces whose
+sampling instructions match one-to-one (same kinds, attributes and choices) share knobs; the
+config then starts with a ``space`` knob picking the design space. Spaces that differ get knobs
+of their own, canonicalized to index 0 while their space is not selected.
+
+A *config* is a tuple of knob indices (``len(space.knobs)`` ints), exactly the shape of an
+AutoTVM ``ConfigEntity`` index vector and of the Chameleon agent's state.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import InvalidConfigError, SpaceError
+
+logger = logging.getLogger(__name__)
+
+Config = tuple  # tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One tunable decision.
+
+    Attributes
+    ----------
+    name : str
+        ``space``, ``tile.<i>``, ``categorical.<i>`` or ``compute_location.<i>``, numbered per kind
+        in trace order (with a ``g<j>.`` prefix when design spaces have separate knob groups).
+    kind : str
+        ``space`` | ``tile`` | ``categorical`` | ``compute_location``.
+    choices : tuple
+        The legal decisions, in order; a config holds an index into this tuple.
+    spaces : tuple[int, ...]
+        Design-space indices where this knob is active.
+    """
+
+    name: str
+    kind: str
+    choices: tuple
+    spaces: tuple
+
+    @property
+    def size(self) -> int:
+        """Number of legal decisions."""
+        return len(self.choices)
+
+    def __repr__(self) -> str:
+        return f"Knob({self.name}, {self.kind}, {self.size} choices)"
+
+
+@lru_cache(maxsize=4096)
+def factorizations(extent: int, n: int, max_innermost: int) -> tuple:
+    """All ordered ``n``-tuples of positive ints with product ``extent`` and last ``<= max_innermost``.
+
+    ``max_innermost <= 0`` means no limit. Sorted lexicographically. ``factorizations(256, 4, 64)``
+    has 161 entries (shared/reference/tvm-0.27.md).
+    """
+    divisors = [d for d in range(1, extent + 1) if extent % d == 0]
+
+    def rec(rest: int, k: int):
+        if k == 1:
+            yield (rest,)
+            return
+        for d in divisors:
+            if d > rest:
+                break
+            if rest % d == 0:
+                for tail in rec(rest // d, k - 1):
+                    yield (d,) + tail
+
+    limit = max_innermost if max_innermost > 0 else extent
+    return tuple(t for t in rec(extent, n) if t[-1] <= limit)
+
+
+class _Space:
+    """One design space: its trace, sampling instructions and default decisions."""
+
+    def __init__(self, index: int, sch):
+        self.index = index
+        self.trace = sch.trace
+        self.insts = list(self.trace.insts)
+        self.defaults = {inst: self.trace.get_decision(inst) for inst in self.insts
+                         if self.trace.get_decision(inst) is not None}
+        self.sample_insts = [i for i in self.insts if i.kind.name.startswith("Sample") and i in self.defaults]
+        self.structure = _structure(self.insts)
+
+
+def _structure(insts) -> str:
+    """Structural signature of a trace: its Python rendering up to postprocessing, without decisions
+    (instruction kinds, attributes and the data flow between random variables)."""
+    from tvm.s_tir.schedule import Trace
+
+    kept = []
+    for inst in insts:
+        if inst.kind.name == "EnterPostproc":
+            break
+        kept.append(inst)
+    return str(Trace(kept, {}))
+
+
+class KnobSpace:
+    """The knob space of a task.
+
+    Parameters
+    ----------
+    task : release.task.Task
+        The task; its design spaces come from MetaSchedule's default schedule rules for
+        ``task.target`` (``PostOrderApply``).
+    probe_seed : int
+        Seed of the random decisions used to probe legal compute locations (default 0).
+
+    Attributes
+    ----------
+    knobs : list[Knob]
+        The tunable knobs, in config-vector order.
+    dims : np.ndarray, shape (n_knobs,)
+        Number of choices of each knob.
+
+    Raises
+    ------
+    SpaceError
+        If MetaSchedule yields no design space, or the space has no knob to tune.
+
+    Notes
+    -----
+    Cost: building takes 0.1-2 s (design-space generation plus compute-location probing);
+    :meth:`apply` replays a trace and runs the postprocessors, 4-15 ms per config.
+    """
+
+    def __init__(self, task, probe_seed: int = 0):
+        from tvm.s_tir import meta_schedule as ms
+
+        from ..target import ensure_tensor_intrinsics
+
+        self.task = task
+        ensure_tensor_intrinsics(task.target)
+        ctx = ms.TuneContext(
+            mod=task.mod, target=task.target, space_generator="post-order-apply",
+            search_strategy="replay-trace", rand_state=max(1, probe_seed + 1), num_threads=1,
+        )
+        schs = ctx.generate_design_space()
+        if not schs:
+            raise SpaceError(f"MetaSchedule generated no design space for {task.name} on {task.target_json}")
+        self._ctx = ctx
+        self.postprocs = list(ctx.space_generator.postprocs)
+        self.spaces = [_Space(i, s) for i, s in enumerate(schs)]
+        self._rng = np.random.default_rng(probe_seed)
+        self._build_knobs()
+        if not self.knobs:
+            raise SpaceError(
+                f"task {task.name} has no knob to tune on {task.target_json}: its design space has "
+                "no sampling decision with more than one legal choice"
+            )
+        self.dims = np.array([k.size for k in self.knobs], dtype=np.int64)
+        self._cache: dict = {}
+
+    # ------------------------------------------------------------------ construction
+    def _inst_choices(self, space: _Space, inst, pos: int) -> tuple[str, tuple]:
+        kind = inst.kind.name
+        default = space.defaults[inst]
+        if kind == "SamplePerfectTile":
+            n, max_inner = int(inst.attrs[0]), int(inst.attrs[1])
+            extent = int(np.prod([int(x) for x in default]))
+            return "tile", factorizations(extent, n, max_inner)
+        if kind == "SampleCategorical":
+            return "categorical", tuple(range(len(inst.attrs[0])))
+        if kind == "SampleComputeLocation":
+            return "compute_location", self._probe_locations(space, inst)
+        logger.warning("sampling instruction %s is not tunable here; kept at its design-space decision", kind)
+        return "fixed", (default,)
+
+    def _replay(self, space: _Space, decisions: dict, postproc: bool):
+        from tvm.s_tir import Schedule
+        from tvm.s_tir.schedule import Trace
+
+        trace = Trace(space.insts, decisions)
+        sch = Schedule(self.task.mod, debug_mask=0, error_render_level="none")
+        trace.apply_to_schedule(sch, remove_postproc=True)
+        if postproc:
+            sch.enter_postproc()
+            for p in self.postprocs:
+                if not p.apply(sch):
+                    raise InvalidConfigError(f"postprocessor {type(p).__name__} rejected the schedule")
+        return sch
+
+    def _probe_locations(self, space: _Space, inst) -> tuple:
+        sch = self._replay(space, dict(space.defaults), postproc=False)
+        # upper bound on loop indices: loops over all blocks (TVM has no Python TIR visitor here)
+        n_bound = 0
+        stack = [sch.get_sblock("root")]
+        while stack:
+            blk = stack.pop()
+            children = sch.get_child_blocks(blk)
+            stack.extend(children)
+            if blk is not stack and len(children) == 0:
+                n_bound += len(sch.get_loops(blk))
+        n_loops = [n_bound]
+        candidates = list(range(-2, n_loops[0] + 1))
+        legal = set()
+        probes = [dict(space.defaults)]
+        for _ in range(2):  # a few random settings of the other knobs, since legality depends on them
+            d = dict(space.defaults)
+            for other in space.sample_insts:
+                if other.kind.name == "SamplePerfectTile" and other is not inst:
+                    n, mi = int(other.attrs[0]), int(other.attrs[1])
+                    ext = int(np.prod([int(x) for x in space.defaults[other]]))
+                    opts = factorizations(ext, n, mi)
+                    d[other] = list(opts[self._rng.integers(len(opts))])
+            probes.append(d)
+        for base in probes:
+            for v in candidates:
+                dec = dict(base)
+                dec[inst] = v
+                try:
+                    s = self._replay(space, dec, postproc=False)
+                except Exception:  # noqa: BLE001 - illegal tiles in a probe: skip
+                    continue
+                got = [s.trace.get_decision(i) for i in s.trace.insts if i.kind.name == "SampleComputeLocation"]
+                idx = [i for i in space.sample_insts if i.kind.name == "SampleComputeLocation"].index(inst)
+                if idx < len(got):
+                    legal.add(int(got[idx]))
+        legal.add(int(space.defaults[inst]))
+        return tuple(sorted(legal))
+
+    def _build_knobs(self) -> None:
+        # per space: list of (inst, kind, choices)
+        per_space = []
+        for sp in self.spaces:
+            rows = []
+            for pos, inst in enumerate(sp.sample_insts):
+                kind, choices = self._inst_choices(sp, inst, pos)
+                rows.append((inst, kind, choices))
+            per_space.append(rows)
+        # group spaces with identical knob signatures
+        groups: dict[tuple, list[int]] = {}
+        for sp, rows in zip(self.spaces, per_space):
+            sig = tuple((kind, choices) for _, kind, choices in rows)
+            groups.setdefault(sig, []).append(sp.index)
+        self.knobs: list[Knob] = []
+        self._slots: dict[int, list] = {sp.index: [] for sp in self.spaces}  # space -> [(inst, knob pos | None, choices)]
+        multi_group = len(groups) > 1
+        if len(self.spaces) > 1:
+            self.knobs.append(Knob("space", "space", tuple(range(len(self.spaces))), tuple(range(len(self.spaces)))))
+        for g, (sig, members) in enumerate(groups.items()):
+            counters: dict[str, int] = {}
+            positions = []
+            for kind, choices in sig:
+                if len(choices) <= 1 or kind == "fixed":
+                    positions.append(None)
+                    continue
+                i = counters.get(kind, 0)
+                counters[kind] = i + 1
+                name = (f"g{g}." if multi_group else "") + f"{kind}.{i}"
+                positions.append(len(self.knobs))
+                self.knobs.append(Knob(name, kind, choices, tuple(members)))
+            for s in members:
+                rows = per_space[s]
+                self._slots[s] = [(inst, p, choices) for (inst, _, choices), p in zip(rows, positions)]
+        self._space_pos = 0 if len(self.spaces) > 1 else None
+        self._active = np.zeros((len(self.spaces), len(self.knobs)), dtype=bool)
+        for s in range(len(self.spaces)):
+            for _, p, _ in self._slots[s]:
+                if p is not None:
+                    self._active[s, p] = True
+            if self._space_pos is not None:
+                self._active[s, self._space_pos] = True
+
+    # ------------------------------------------------------------------ basic facts
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def size(self) -> int:
+        """Number of distinct configs (a Python int; may be astronomically large)."""
+        total = 0
+        for s in range(len(self.spaces)):
+            total += math.prod(int(k.size) for k, a in zip(self.knobs, self._active[s])
+                               if a and k.kind != "space")
+        return total
+
+    @property
+    def n_knobs(self) -> int:
+        return len(self.knobs)
+
+    def __repr__(self) -> str:
+        return f"KnobSpace({self.task.name}, {len(self.spaces)} design spaces, {self.n_knobs} knobs, size {self.size:.3g})"
+
+    def space_of(self, config: Sequence[int]) -> int:
+        """Design-space index selected by ``config``."""
+        return int(config[self._space_pos]) if self._space_pos is not None else 0
+
+    def canonical(self, config: Sequence[int]) -> Config:
+        """``config`` with the knobs of unselected design spaces set to 0 (one vector per program)."""
+        c = np.asarray(config, dtype=np.int64)
+        return tuple(int(x) for x in np.where(self._active[self.space_of(c)], c, 0))
+
+    def canonicalize(self, configs: np.ndarray) -> np.ndarray:
+        """Vectorized :meth:`canonical` over an ``(n, n_knobs)`` int array."""
+        configs = np.asarray(configs, dtype=np.int64)
+        if len(self.spaces) == 1:
+            return configs
+        act = self._active[configs[:, self._space_pos]]
+        return np.where(act, configs, 0)
+
+    def check(self, config: Sequence[int]) -> Config:
+        """Validate the shape and ranges of ``config``; return it canonicalized.
+
+        Raises
+        ------
+        InvalidConfigError
+            Wrong length or an index outside ``[0, knob.size)``.
+        """
+        if len(config) != self.n_knobs:
+            raise InvalidConfigError(f"config has {len(config)} entries, the space has {self.n_knobs} knobs")
+        for k, v in zip(self.knobs, config):
+            if not 0 <= int(v) < k.size:
+                raise InvalidConfigError(f"knob {k.name} index {v} is outside [0, {k.size})")
+        return self.canonical(config)
+
+    # ------------------------------------------------------------------ sampling and moves
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` random configs, shape ``(n, n_knobs)``; uniform over each knob, then canonicalized."""
+        out = (rng.random((n, self.n_knobs)) * self.dims).astype(np.int64)
+        return self.canonicalize(out)
+
+    def random_config(self, rng: np.random.Generator) -> Config:
+        """One random config (uniform per knob)."""
+        return tuple(int(x) for x in self.sample(1, rng)[0])
+
+    def neighbors(self, config: Sequence[int]) -> list[Config]:
+        """Configs one step away: one active knob moved by -1 or +1 (the Chameleon agent's moves)."""
+        c = list(self.canonical(config))
+        s = self.space_of(c)
+        out = []
+        for p, k in enumerate(self.knobs):
+            if not self._active[s, p]:
+                continue
+            for step in (-1, 1):
+                v = c[p] + step
+                if 0 <= v < k.size:
+                    n = c.copy()
+                    n[p] = v
+                    out.append(self.canonical(n))
+        return out
+
+    # ------------------------------------------------------------------ index <-> config (grid order)
+    def _space_sizes(self) -> list[int]:
+        return [math.prod(int(k.size) for k, a in zip(self.knobs, self._active[s]) if a and k.kind != "space")
+                for s in range(len(self.spaces))]
+
+    def get(self, index: int) -> Config:
+        """Config number ``index`` in grid order (design space major, then mixed radix, last knob fastest)."""
+        index = int(index)
+        if not 0 <= index < self.size:
+            raise InvalidConfigError(f"config index {index} is outside [0, {self.size})")
+        for s, n in enumerate(self._space_sizes()):
+            if index < n:
+                c = [0] * self.n_knobs
+                if self._space_pos is not None:
+                    c[self._space_pos] = s
+                for p in reversed(range(self.n_knobs)):
+                    if self._active[s, p] and self.knobs[p].kind != "space":
+                        index, c[p] = divmod(index, self.knobs[p].size)
+                return tuple(c)
+            index -= n
+        raise AssertionError("unreachable")
+
+    def index_of(self, config: Sequence[int]) -> int:
+        """Inverse of :meth:`get`."""
+        c = self.canonical(config)
+        s = self.space_of(c)
+        base = sum(self._space_sizes()[:s])
+        idx = 0
+        for p in range(self.n_knobs):
+            if self._active[s, p] and self.knobs[p].kind != "space":
+                idx = idx * self.knobs[p].size + c[p]
+        return base + idx
+
+    # ------------------------------------------------------------------ configs <-> programs
+    def decisions(self, config: Sequence[int]) -> dict:
+        """MetaSchedule decisions (instruction -> value) of ``config``'s design space."""
+        c = self.check(config)
+        s = self.space_of(c)
+        sp = self.spaces[s]
+        dec = dict(sp.defaults)
+        for inst, p, choices in self._slots[s]:
+            if p is None:
+                dec[inst] = choices[0] if len(choices) == 1 else sp.defaults[inst]
+            else:
+                value = choices[c[p]]
+                dec[inst] = list(value) if isinstance(value, tuple) else value
+        return dec
+
+    def trace(self, config: Sequence[int]):
+        """The MetaSchedule ``Trace`` (without postprocessing) that ``config`` stands for."""
+        from tvm.s_tir.schedule import Trace
+
+        c = self.check(config)
+        return Trace(self.spaces[self.space_of(c)].insts, self.decisions(c))
+
+    def apply(self, config: Sequence[int]):
+        """Replay ``config`` on its design space and run the postprocessors.
+
+        Returns
+        -------
+        tvm.s_tir.Schedule
+            The scheduled program (``sch.mod``) with ``sch.trace`` including postprocessing.
+
+        Raises
+        ------
+        InvalidConfigError
+            With the reason: a compute location TVM would snap elsewhere, a postprocessor that
+            rejects the program (e.g. a GPU thread limit), or a replay error.
+        """
+        c = self.check(config)
+        s = self.space_of(c)
+        sp = self.spaces[s]
+        dec = self.decisions(c)
+        try:
+            sch = self._replay(sp, dec, postproc=False)
+        except InvalidConfigError:
+            raise
+        except Exception as err:  # noqa: BLE001 - TVM raises plain errors on illegal schedules
+            raise InvalidConfigError(f"replay failed: {_last_line(err)}") from None
+        # TVM repairs illegal compute locations silently: detect it
+        got = {}
+        for inst in sch.trace.insts:
+            if inst.kind.name == "SampleComputeLocation":
+                got.setdefault("loc", []).append(int(sch.trace.get_decision(inst)))
+        want = [int(dec[i]) for i in sp.sample_insts if i.kind.name == "SampleComputeLocation"]
+        if got.get("loc", []) != want:
+            raise InvalidConfigError(
+                f"compute location {want} is not legal with these tile sizes (TVM would use {got.get('loc')})"
+            )
+        try:
+            sch.enter_postproc()
+            for p in self.postprocs:
+                if not p.apply(sch):
+                    raise InvalidConfigError(f"postprocessor {_postproc_name(p)} rejected the schedule")
+        except InvalidConfigError:
+            raise
+        except Exception as err:  # noqa: BLE001
+            raise InvalidConfigError(f"postprocessing failed: {_last_line(err)}") from None
+        return sch
+
+    def is_valid(self, config: Sequence[int]) -> tuple[bool, str]:
+        """``(True, "")`` or ``(False, reason)``; never raises for a well-shaped config."""
+        try:
+            self.apply(config)
+            return True, ""
+        except InvalidConfigError as err:
+            return False, err.reason
+
+    def from_trace(self, trace) -> Config:
+        """The config of a MetaSchedule trace derived from one of this task's design spaces.
+
+        Raises
+        ------
+        InvalidConfigError
+            If the trace's structure matches no design space or a decision is not a legal choice.
+        """
+        insts = list(trace.insts)
+        sig = _structure(insts)
+        for sp in self.spaces:
+            if sp.structure != sig:
+                continue
+            samples = [i for i in insts if i.kind.name.startswith("Sample") and trace.get_decision(i) is not None]
+            c = [0] * self.n_knobs
+            if self._space_pos is not None:
+                c[self._space_pos] = sp.index
+            for (inst, p, choices), got in zip(self._slots[sp.index], samples):
+                if p is None:
+                    continue
+                value = trace.get_decision(got)
+                value = tuple(int(x) for x in value) if inst.kind.name == "SamplePerfectTile" else int(value)
+                try:
+                    c[p] = choices.index(value)
+                except ValueError:
+                    raise InvalidConfigError(f"decision {value} of knob {self.knobs[p].name} is not a legal choice") from None
+            return tuple(c)
+        raise InvalidConfigError("the trace does not come from any design space of this task")
+
+    def describe(self, config: Sequence[int]) -> dict:
+        """``{knob name: decision}`` for active knobs, for humans and logs."""
+        c = self.canonical(config)
+        s = self.space_of(c)
+        return {k.name: (list(k.choices[v]) if isinstance(k.choices[v], tuple) else k.choices[v])
+                for k, v, a in zip(self.knobs, c, self._active[s]) if a}
+
+
+def _postproc_name(p) -> str:
+    return str(type(p).__name__)
+
+
+def _last_line(err: BaseException) -> str:
+    lines = [l for l in str(err).strip().splitlines() if l.strip()]
+    return lines[-1][:300] if lines else type(err).__name__

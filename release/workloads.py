@@ -1,0 +1,153 @@
+"""Registry of real tuning workloads, named ``<network>.<op>.<n>`` (1-based, order of first appearance).
+
+- ``alexnet.conv2d.1-5``, ``vgg16.conv2d.1-9``, ``resnet18.conv2d.1-12``: the 26 conv2d tasks of
+  Chameleon's evaluation (batch 1, NCHW, float32; shapes in shared/reference/chameleon.md).
+- ``bert-base.dense.1-3``: the unique dense layers of a BERT-base encoder at sequence length 128
+  (768->768 for Q/K/V/attention output, 768->3072, 3072->768).
+- ``tiny.matmul.1``, ``tiny.conv2d.1``: small workloads for tests and smoke runs.
+
+Each workload is built with TVM's own operator library (``tvm.topi``) and carries a reference
+implementation in NumPy or PyTorch that :func:`release.task.Task.check` compares against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .errors import WorkloadError
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One registered workload.
+
+    Attributes
+    ----------
+    name : str
+        ``<network>.<op>.<n>``.
+    op : str
+        Operator kind (``conv2d``, ``dense``, ``matmul``).
+    params : dict
+        Shape parameters (conv2d: ``n, c, h, w, k, r, s, stride, pad``; dense: ``m, k, n``).
+    description : str
+        Human-readable shape, e.g. ``64->64, 56x56, 3x3, s1, p1``.
+    """
+
+    name: str
+    op: str
+    params: dict = field(hash=False)
+    description: str = ""
+
+    def build_te(self):
+        """Return the TE tensors ``[inputs..., output]`` of this workload (TVM topi)."""
+        from tvm import te, topi
+
+        p = self.params
+        if self.op == "conv2d":
+            data = te.placeholder((p["n"], p["c"], p["h"], p["w"]), name="data", dtype="float32")
+            kernel = te.placeholder((p["k"], p["c"], p["r"], p["s"]), name="kernel", dtype="float32")
+            out = topi.nn.conv2d_nchw(data, kernel, p["stride"], p["pad"], 1, out_dtype="float32")
+            return [data, kernel, out]
+        if self.op == "dense":
+            data = te.placeholder((p["m"], p["k"]), name="data", dtype="float32")
+            weight = te.placeholder((p["n"], p["k"]), name="weight", dtype="float32")
+            out = topi.nn.dense(data, weight, out_dtype="float32")
+            return [data, weight, out]
+        if self.op == "matmul":
+            a = te.placeholder((p["m"], p["k"]), name="A", dtype="float32")
+            b = te.placeholder((p["k"], p["n"]), name="B", dtype="float32")
+            kk = te.reduce_axis((0, p["k"]), name="kk")
+            out = te.compute((p["m"], p["n"]), lambda i, j: te.sum(a[i, kk] * b[kk, j], axis=kk), name="C")
+            return [a, b, out]
+        raise AssertionError(self.op)
+
+    def reference(self, inputs: list[np.ndarray]) -> np.ndarray:
+        """Reference output for ``inputs`` (NumPy arrays in argument order), float32.
+
+        conv2d uses ``torch.nn.functional.conv2d``; dense and matmul use NumPy.
+        """
+        p = self.params
+        if self.op == "conv2d":
+            import torch
+
+            with torch.no_grad():
+                out = torch.nn.functional.conv2d(
+                    torch.from_numpy(inputs[0]), torch.from_numpy(inputs[1]), stride=p["stride"], padding=p["pad"]
+                )
+            return out.numpy()
+        if self.op == "dense":
+            return inputs[0] @ inputs[1].T
+        if self.op == "matmul":
+            return inputs[0] @ inputs[1]
+        raise AssertionError(self.op)
+
+
+def _conv(name, c, k, hw, rs, stride, pad) -> Workload:
+    params = dict(n=1, c=c, h=hw, w=hw, k=k, r=rs, s=rs, stride=stride, pad=pad)
+    desc = f"{c}->{k}, {hw}x{hw}, {rs}x{rs}, s{stride}, p{pad}"
+    return Workload(name, "conv2d", params, desc)
+
+
+# (in_channels, out_channels, input HxW, kernel, stride, padding), shared/reference/chameleon.md
+_CONV_TABLE = {
+    "alexnet": [
+        (3, 64, 224, 11, 4, 2), (64, 192, 27, 5, 1, 2), (192, 384, 13, 3, 1, 1),
+        (384, 256, 13, 3, 1, 1), (256, 256, 13, 3, 1, 1),
+    ],
+    "vgg16": [
+        (3, 64, 224, 3, 1, 1), (64, 64, 224, 3, 1, 1), (64, 128, 112, 3, 1, 1), (128, 128, 112, 3, 1, 1),
+        (128, 256, 56, 3, 1, 1), (256, 256, 56, 3, 1, 1), (256, 512, 28, 3, 1, 1), (512, 512, 28, 3, 1, 1),
+        (512, 512, 14, 3, 1, 1),
+    ],
+    "resnet18": [
+        (3, 64, 224, 7, 2, 3), (64, 64, 56, 3, 1, 1), (64, 64, 56, 1, 1, 0), (64, 128, 56, 3, 2, 1),
+        (64, 128, 56, 1, 2, 0), (128, 128, 28, 3, 1, 1), (128, 256, 28, 3, 2, 1), (128, 256, 28, 1, 2, 0),
+        (256, 256, 14, 3, 1, 1), (256, 512, 14, 3, 2, 1), (256, 512, 14, 1, 2, 0), (512, 512, 7, 3, 1, 1),
+    ],
+}
+
+
+def _registry() -> dict[str, Workload]:
+    reg: dict[str, Workload] = {}
+    for net, rows in _CONV_TABLE.items():
+        for i, row in enumerate(rows, start=1):
+            w = _conv(f"{net}.conv2d.{i}", *row)
+            reg[w.name] = w
+    for i, (m, k, n) in enumerate([(128, 768, 768), (128, 768, 3072), (128, 3072, 768)], start=1):
+        reg[f"bert-base.dense.{i}"] = Workload(
+            f"bert-base.dense.{i}", "dense", dict(m=m, k=k, n=n), f"{m}x{k} @ ({n}x{k})^T"
+        )
+    reg["tiny.matmul.1"] = Workload("tiny.matmul.1", "matmul", dict(m=64, k=64, n=64), "64x64 @ 64x64")
+    reg["tiny.conv2d.1"] = _conv("tiny.conv2d.1", 16, 16, 14, 3, 1, 1)
+    return reg
+
+
+WORKLOADS: dict[str, Workload] = _registry()
+
+
+def list_workloads() -> list[Workload]:
+    """All registered workloads, in registry order."""
+    return list(WORKLOADS.values())
+
+
+def get_workload(name: str) -> Workload:
+    """Look up a workload by name.
+
+    Raises
+    ------
+    WorkloadError
+        If ``name`` is not registered; the message lists close names and ``release workloads``.
+    """
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        import difflib
+
+        close = difflib.get_close_matches(name, WORKLOADS, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise WorkloadError(
+            f"unknown workload {name!r}{hint}; `release workloads` lists the {len(WORKLOADS)} registered names"
+        ) from None
