@@ -148,3 +148,13 @@ def test_cli_bad_input_one_line_exit_2(args, msg, tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2
     assert msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_legalized_module_gives_the_same_graph(tiny_mod):
+    from tvm import relax
+
+    g1 = from_relax(tiny_mod)
+    g2 = from_relax(relax.transform.LegalizeOps()(tiny_mod))
+    assert g2.ops[0] == "call_tir:conv2d"
+    assert np.allclose(g1.cost, g2.cost) and np.array_equal(g1.data_edges, g2.data_edges)
+    assert np.array_equal(g1.out_bytes, g2.out_bytes)
