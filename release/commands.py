@@ -1,5 +1,150 @@
-"""Operator-level CLI commands (placeholder)."""
+"""Operator-level CLI commands: ``release workloads`` and ``release tune``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+
+from .errors import ReleaseError, TunerError
+
+logger = logging.getLogger(__name__)
 
 
 def register(subparsers) -> None:
-    pass
+    """Add ``workloads`` and ``tune`` to the top-level CLI."""
+    p = subparsers.add_parser("workloads", help="list registered workloads (name, shape, GFLOP)")
+    p.set_defaults(func=cmd_workloads)
+
+    p = subparsers.add_parser("tune", help="tune one operator workload",
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--workload", default="resnet18.conv2d.2", help="registered workload (see `release workloads`)")
+    p.add_argument("--target", default="llvm", help="'llvm' (this CPU), 'cuda', a TVM tag, or a JSON dict")
+    p.add_argument("--tuner", default="random", help="random | grid | xgb | ga | ms-evolutionary | release | sa-as | rl")
+    p.add_argument("--n-trial", type=int, default=64, help="measured configs in total (resumed ones count)")
+    p.add_argument("--early-stopping", type=int, default=None, help="stop after this many trials without a new best")
+    p.add_argument("--log", default=None, help="JSON-lines tuning log; an existing log is resumed")
+    p.add_argument("--database", default=None, help="also write a MetaSchedule JSONDatabase in this folder")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
+    p.add_argument("--plan-size", type=int, default=None, help="configs per round for model-based tuners")
+    p.add_argument("--runner", choices=["local", "rpc"], default="local", help="where kernels run")
+    p.add_argument("--rpc-key", default=None, help="device key at the RPC tracker")
+    p.add_argument("--rpc-host", default="127.0.0.1", help="RPC tracker host")
+    p.add_argument("--rpc-port", type=int, default=9190, help="RPC tracker port")
+    p.add_argument("--n-parallel", type=int, default=None, help="build workers (default: cores)")
+    p.add_argument("--number", type=int, default=4, help="runs averaged into one cost")
+    p.add_argument("--repeat", type=int, default=3, help="costs per config")
+    p.add_argument("--min-repeat-ms", type=int, default=50, help="raise number until one cost takes this long")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per run")
+    p.add_argument("--build-timeout", type=float, default=30.0, help="seconds per build")
+    p.add_argument("--no-check", action="store_true", help="skip checking the best kernel against the reference")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_tune)
+
+
+def cmd_workloads(args) -> int:
+    from .workloads import list_workloads
+
+    rows = []
+    for w in list_workloads():
+        from .task import Task
+
+        rows.append((w.name, w.op, w.description, _gflop(w)))
+    width = max(len(r[0]) for r in rows)
+    print(f"{'name':<{width}}  {'op':<7} {'GFLOP':>8}  shape")
+    for name, op, desc, gflop in rows:
+        print(f"{name:<{width}}  {op:<7} {gflop:8.3f}  {desc}")
+    return 0
+
+
+def _gflop(w) -> float:
+    """FLOPs from TVM's estimator on the TE program (no target needed)."""
+    from tvm import te
+    from tvm.s_tir.analysis import estimate_tir_flops
+    import tvm
+
+    f = te.create_prim_func(w.build_te())
+    return float(estimate_tir_flops(tvm.IRModule({"main": f}))) / 1e9
+
+
+def make_measure_option(args):
+    """Build ``measure_option`` from CLI arguments (shared by tune commands)."""
+    from .measure import LocalBuilder, LocalRunner, RPCRunner, measure_option
+
+    builder = LocalBuilder(n_parallel=args.n_parallel, timeout=args.build_timeout)
+    common = dict(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, timeout=args.timeout)
+    if args.runner == "rpc":
+        if not args.rpc_key:
+            raise TunerError("--runner rpc needs --rpc-key KEY (the device key registered at the tracker)")
+        runner = RPCRunner(args.rpc_key, args.rpc_host, args.rpc_port, **common)
+    else:
+        runner = LocalRunner(**common)
+    return measure_option(builder, runner)
+
+
+def cmd_tune(args) -> int:
+    from .measure import check_log_for_task, log_to_database, log_to_file
+    from .task import create_task
+    from .tuners import TUNERS, get_tuner
+    from .tuners.callback import progress_bar
+
+    if args.n_trial is None or args.n_trial < 1:
+        raise TunerError(f"--n-trial {args.n_trial} must be a positive integer")
+    if args.tuner not in TUNERS:
+        raise TunerError(f"unknown tuner {args.tuner!r}; choose one of: {', '.join(TUNERS)}")
+    t_start = time.time()
+    task = create_task(args.workload, args.target)
+    log = args.log or os.path.join("runs", f"{args.workload}.{args.tuner}.jsonl")
+    previous = check_log_for_task(log, task)
+    option = make_measure_option(args)
+    kwargs = {}
+    if args.plan_size is not None:
+        kwargs["plan_size"] = args.plan_size
+    tuner = get_tuner(args.tuner, task, seed=args.seed, **kwargs)
+    space = task.config_space
+    print(f"task     {task.name}: {task.flop / 1e9:.3f} GFLOP, target {task.target_json}")
+    print(f"space    {len(space.spaces)} design spaces, {space.n_knobs} knobs, {space.size:.3g} configs")
+    print(f"tuner    {args.tuner}, {args.n_trial} trials, seed {args.seed}, log {log}"
+          + (f" (resuming {len(previous)} records)" if previous else ""))
+    callbacks = [log_to_file(log)]
+    if args.database:
+        callbacks.append(log_to_database(args.database))
+    if not args.no_progress:
+        callbacks.append(progress_bar(total=args.n_trial))
+    tuner.tune(args.n_trial, option, early_stopping=args.early_stopping, callbacks=callbacks)
+    wall = time.time() - t_start
+    if tuner.best_config is None:
+        print(f"no config ran successfully in {tuner.trials} trials; see error_msg in {log}", file=sys.stderr)
+        return 1
+    print(f"best     {tuner.best_cost * 1e3:.4f} ms, {tuner.best_gflops:.2f} GFLOPS after {tuner.trials} trials "
+          f"({wall:.1f} s wall: search {tuner.time_search:.1f} s, fit {tuner.time_fit:.1f} s, "
+          f"measure {tuner.time_measure:.1f} s)")
+    print(f"config   {json.dumps(space.describe(tuner.best_config))}")
+    if args.no_check or task.target.kind.name != "llvm":
+        return 0
+    return _check_best(task, log)
+
+
+def _check_best(task, log) -> int:
+    """Compile the best record through a MetaSchedule database (TVM's compile_tir) and compare."""
+    import tvm
+    from tvm.s_tir.meta_schedule.tir_integration import compile_tir
+
+    from .measure import apply_history_best
+
+    db = apply_history_best(log).database([task])
+    sch = compile_tir(db, task.mod, task.target)
+    if sch is None:
+        print("check    no record in the database to compile", file=sys.stderr)
+        return 1
+    lib = tvm.compile(sch.mod, target=task.target)
+    try:
+        err = task.check(lib)
+    except ReleaseError as e:
+        print(f"check    FAILED: {e}", file=sys.stderr)
+        return 1
+    print(f"check    best kernel (compile_tir from the log) matches the reference: max abs error {err:.2e}")
+    return 0

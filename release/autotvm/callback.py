@@ -1,0 +1,5 @@
+"""``autotvm.callback``: log_to_file, log_to_database, progress_bar."""
+
+from ..tuners.callback import log_to_database, log_to_file, progress_bar
+
+__all__ = ["log_to_file", "log_to_database", "progress_bar"]

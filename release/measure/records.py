@@ -1,0 +1,280 @@
+"""Tuning records: a JSON-lines log (one record per measurement) and MetaSchedule databases.
+
+Every measurement is appended to the log and flushed (``os.fsync``) the moment it completes, so
+a killed run loses nothing it finished; a tuner given the same log resumes without measuring any
+config twice. Lines that do not parse are skipped with a warning, never deleted. Records convert
+to MetaSchedule ``TuningRecord``s, so TVM's own ``compile_tir`` / ``compile_relax`` apply them.
+
+Record fields: ``version, task (key), name, target (JSON), config, trace (MetaSchedule trace
+JSON), costs (s), error_kind, error_msg, timestamp (unix s), build_s, run_s, measure_s,
+search_s, fit_s, tuner, flop``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+from ..errors import RecordError
+
+logger = logging.getLogger(__name__)
+
+RECORD_VERSION = 1
+
+
+def to_py(obj):
+    """Convert TVM FFI containers (Array, Map, String, IntImm, FloatImm) to plain Python."""
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if hasattr(obj, "items"):
+        return {str(k): to_py(v) for k, v in obj.items()}
+    if hasattr(obj, "value") and not isinstance(obj, (list, tuple)):
+        return obj.value
+    if isinstance(obj, (list, tuple)) or hasattr(obj, "__len__"):
+        return [to_py(x) for x in obj]
+    return str(obj)
+
+
+@dataclass
+class Record:
+    """One measured config. Costs in seconds; times in seconds; ``flop`` per run."""
+
+    task: str
+    name: str
+    target: str
+    config: list
+    trace: object = None
+    costs: list = field(default_factory=list)
+    error_kind: str = ""
+    error_msg: str = ""
+    timestamp: float = 0.0
+    build_s: float = 0.0
+    run_s: float = 0.0
+    measure_s: float = 0.0
+    search_s: float = 0.0
+    fit_s: float = 0.0
+    tuner: str = ""
+    flop: float = 0.0
+    version: int = RECORD_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return not self.error_kind and bool(self.costs)
+
+    @property
+    def mean_cost(self) -> float:
+        """Mean run time in seconds (``inf`` for a failed measurement)."""
+        return sum(self.costs) / len(self.costs) if self.ok else float("inf")
+
+    @property
+    def gflops(self) -> float:
+        """Throughput in GFLOPS (0 for a failed measurement)."""
+        return self.flop / self.mean_cost / 1e9 if self.ok and self.mean_cost > 0 else 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, line: str) -> "Record":
+        d = json.loads(line)
+        if not isinstance(d, dict) or "task" not in d or "config" not in d:
+            raise ValueError("not a release record")
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    @classmethod
+    def from_result(cls, task, result, tuner: str = "") -> "Record":
+        """Make a record from a :class:`release.measure.MeasureResult` of ``task``."""
+        trace = to_py(result.trace.as_json(remove_postproc=False)) if result.trace is not None else None
+        return cls(task=task.key, name=task.name, target=task.target_json, config=[int(x) for x in result.config],
+                   trace=trace, costs=list(result.costs), error_kind=result.error_kind, error_msg=result.error_msg,
+                   timestamp=result.timestamp, build_s=result.build_s, run_s=result.run_s,
+                   measure_s=result.measure_s, search_s=result.search_s, fit_s=result.fit_s, tuner=tuner, flop=task.flop)
+
+
+def load_records(path: str | os.PathLike, task=None) -> list[Record]:
+    """Read a log; corrupt lines are skipped with one warning (the file is never modified).
+
+    Parameters
+    ----------
+    path : str
+        JSON-lines log. A missing file gives ``[]``.
+    task : Task or str, optional
+        Keep only records of this task (a :class:`Task` or its key).
+    """
+    if not os.path.exists(path):
+        return []
+    key = getattr(task, "key", task)
+    out, bad = [], []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = Record.from_json(line)
+            except (ValueError, TypeError):
+                bad.append(n)
+                continue
+            if key is None or rec.task == key:
+                out.append(rec)
+    if bad:
+        shown = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
+        logger.warning("%s: skipped %d unreadable line(s) (line %s); they are left in the file", path, len(bad), shown)
+    return out
+
+
+def check_log_for_task(path: str | os.PathLike, task) -> list[Record]:
+    """Records of ``task`` in ``path``; raise if the log was written only for other tasks.
+
+    Raises
+    ------
+    RecordError
+        The log holds records, none of them of ``task`` (another workload, shape or target).
+    """
+    all_recs = load_records(path)
+    mine = [r for r in all_recs if r.task == task.key]
+    if all_recs and not mine:
+        others = sorted({f"{r.name} on {r.target}" for r in all_recs})
+        shown = "; ".join(others[:3]) + (" ..." if len(others) > 3 else "")
+        raise RecordError(
+            f"log {path} was written for another task ({shown}), not for {task.name} on {task.target_json}: "
+            "pass a new --log path to start afresh, or the workload and target it was written for"
+        )
+    return mine
+
+
+class log_to_file:
+    """Tuner callback (AutoTVM's ``autotvm.callback.log_to_file``): append every record, flushed.
+
+    Parameters
+    ----------
+    path : str
+        JSON-lines file; created (with its folder) if missing, appended to otherwise. A tuner that
+        gets this callback resumes from the records of its task already in the file.
+    fsync : bool
+        ``os.fsync`` after each record so a killed machine loses nothing (default True).
+    """
+
+    def __init__(self, path: str | os.PathLike, fsync: bool = True):
+        self.path = os.fspath(path)
+        self.fsync = fsync
+        folder = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(folder, exist_ok=True)
+        if os.path.isdir(self.path):
+            raise RecordError(f"log path {self.path} is a folder; give a file path such as {self.path}/tune.jsonl")
+
+    def load(self, task) -> list[Record]:
+        """Records of ``task`` already in the file (for resuming)."""
+        return load_records(self.path, task)
+
+    def __call__(self, tuner, inputs, results) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            for res in results:
+                rec = Record.from_result(tuner.task, res, tuner=tuner.name)
+                f.write(rec.to_json() + "\n")
+                f.flush()
+                if self.fsync:
+                    os.fsync(f.fileno())
+
+
+def best_records(records: Iterable[Record]) -> dict[str, Record]:
+    """The fastest successful record per task key."""
+    best: dict[str, Record] = {}
+    for r in records:
+        if r.ok and (r.task not in best or r.mean_cost < best[r.task].mean_cost):
+            best[r.task] = r
+    return best
+
+
+def _tuning_record(rec: Record, mod, ms_db):
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.meta_schedule.database import TuningRecord
+
+    from ..target import resolve_target
+
+    workload = ms_db.commit_workload(mod)
+    target = resolve_target(json.loads(rec.target))
+    args = [a.as_json() for a in ArgInfo.from_entry_func(mod, remove_preproc=True)]
+    return TuningRecord.from_json([rec.trace, rec.costs, target.export(), args], workload)
+
+
+def add_to_database(ms_db, records: Iterable[Record], task) -> int:
+    """Commit ``task``'s successful records to a MetaSchedule database; returns how many."""
+    n = 0
+    for rec in records:
+        if rec.task == task.key and rec.ok and rec.trace is not None:
+            ms_db.commit_tuning_record(_tuning_record(rec, task.mod, ms_db))
+            n += 1
+    return n
+
+
+class log_to_database:
+    """Tuner callback: commit every successful measurement to a MetaSchedule ``JSONDatabase``.
+
+    Parameters
+    ----------
+    work_dir : str
+        Folder of ``database_workload.json`` and ``database_tuning_record.json`` (MetaSchedule's
+        layout; ``ms.database.JSONDatabase(work_dir=...)`` and ``compile_tir`` read it).
+    """
+
+    def __init__(self, work_dir: str | os.PathLike):
+        from tvm.s_tir.meta_schedule.database import JSONDatabase
+
+        self.work_dir = os.fspath(work_dir)
+        self.database = JSONDatabase(work_dir=self.work_dir)
+
+    def __call__(self, tuner, inputs, results) -> None:
+        recs = [Record.from_result(tuner.task, r, tuner=tuner.name) for r in results if r.ok]
+        add_to_database(self.database, recs, tuner.task)
+
+
+class ApplyHistoryBest:
+    """Best records per task from logs (AutoTVM's ``apply_history_best``).
+
+    Use ``best(task)`` for the best :class:`Record`, ``database(tasks)`` for a MetaSchedule
+    database holding each task's best record (for ``compile_tir`` / ``compile_relax``), or
+    ``with apply_history_best(log).database(tasks):`` around TVM's Relax build.
+    """
+
+    def __init__(self, records: list[Record]):
+        self.records = records
+        self.best_by_task = best_records(records)
+
+    def best(self, task) -> Record | None:
+        """Best successful record of ``task`` (a Task or its key), or None."""
+        return self.best_by_task.get(getattr(task, "key", task))
+
+    def database(self, tasks) -> object:
+        """A MetaSchedule ``MemoryDatabase`` with the best record of each of ``tasks``."""
+        from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+        db = MemoryDatabase()
+        for t in tasks:
+            rec = self.best(t)
+            if rec is not None:
+                add_to_database(db, [rec], t)
+        return db
+
+    def __len__(self) -> int:
+        return len(self.best_by_task)
+
+
+def apply_history_best(logs) -> ApplyHistoryBest:
+    """Load one log path or several and keep the best record of every task.
+
+    Raises
+    ------
+    RecordError
+        A log path that does not exist.
+    """
+    paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs)
+    recs = []
+    for p in paths:
+        if not os.path.exists(p):
+            raise RecordError(f"log {p} does not exist")
+        recs.extend(load_records(p))
+    return ApplyHistoryBest(recs)

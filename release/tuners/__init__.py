@@ -1,0 +1,35 @@
+"""Tuners: the AutoTVM-style base class, baselines and (where built) ReleaseTuner.
+
+``get_tuner(name, task, **kw)`` maps CLI names to classes.
+"""
+
+from __future__ import annotations
+
+from ..errors import TunerError
+from .simple import GridSearchTuner, RandomTuner
+from .tuner import MeasureInput, Tuner
+
+# name -> "module:Class" (imported on demand so optional parts stay light)
+TUNERS = {
+    "random": "release.tuners.simple:RandomTuner",
+    "grid": "release.tuners.simple:GridSearchTuner",
+}
+
+
+def get_tuner(name: str, task, seed: int | None = None, **kwargs) -> Tuner:
+    """Make the tuner called ``name`` (``release tune --tuner NAME``) for ``task``.
+
+    Raises
+    ------
+    TunerError
+        Unknown name; the message lists the known ones.
+    """
+    import importlib
+
+    if name not in TUNERS:
+        raise TunerError(f"unknown tuner {name!r}; choose one of: {', '.join(TUNERS)}")
+    mod, cls = TUNERS[name].split(":")
+    return getattr(importlib.import_module(mod), cls)(task, seed=seed, **kwargs)
+
+
+__all__ = ["Tuner", "MeasureInput", "RandomTuner", "GridSearchTuner", "TUNERS", "get_tuner"]
