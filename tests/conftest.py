@@ -1,0 +1,37 @@
+"""Shared fixtures: real TVM tasks and measurement options sized for CI (2 cores)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def matmul_task():
+    """A 64x64x64 float32 matmul on this CPU (``tiny.matmul.1``); its knob space is built once."""
+    from release.task import create_task
+
+    task = create_task("tiny.matmul.1", "llvm")
+    task.config_space  # noqa: B018 - build once per session
+    return task
+
+
+@pytest.fixture(scope="session")
+def conv_task():
+    """``resnet18.conv2d.2`` (64->64, 56x56, 3x3) on this CPU, knob space built once."""
+    from release.task import create_task
+
+    task = create_task("resnet18.conv2d.2", "llvm")
+    task.config_space  # noqa: B018
+    return task
+
+
+@pytest.fixture()
+def fast_measure():
+    """Local builder (2 workers) and a quick runner (number 1, repeat 2): correctness, not speed."""
+    from release.measure import LocalBuilder, LocalRunner, measure_option
+
+    opt = measure_option(LocalBuilder(n_parallel=2, timeout=60), LocalRunner(number=1, repeat=2, min_repeat_ms=0,
+                                                                              cooldown_interval=0.0))
+    yield opt
+    opt["builder"].close()
+    opt["runner"].close()
