@@ -206,42 +206,58 @@ class KnobSpace:
         return sch
 
     def _probe_locations(self, space: _Space, inst) -> tuple:
+        """Legal compute locations of ``inst``, found by replays.
+
+        TVM snaps an illegal location to the closest legal one below it, so probing ``v`` from
+        an upper bound downwards (next probe: realized - 1) finds one legal value per replay.
+        The legal set depends on the tile sizes (unit loops are skipped), so the design space's
+        decisions and two random tile settings are probed and the union is kept.
+        """
+        which = [i for i in space.sample_insts if i.kind.name == "SampleComputeLocation"].index(inst)
         sch = self._replay(space, dict(space.defaults), postproc=False)
-        # upper bound on loop indices: loops over all blocks (TVM has no Python TIR visitor here)
-        n_bound = 0
+        bound = 0  # the most loops any block sits under
         stack = [sch.get_sblock("root")]
         while stack:
             blk = stack.pop()
             children = sch.get_child_blocks(blk)
             stack.extend(children)
-            if blk is not stack and len(children) == 0:
-                n_bound += len(sch.get_loops(blk))
-        n_loops = [n_bound]
-        candidates = list(range(-2, n_loops[0] + 1))
-        legal = set()
+            bound = max(bound, len(sch.get_loops(blk)))
         probes = [dict(space.defaults)]
-        for _ in range(2):  # a few random settings of the other knobs, since legality depends on them
+        for _ in range(2):
             d = dict(space.defaults)
             for other in space.sample_insts:
-                if other.kind.name == "SamplePerfectTile" and other is not inst:
+                if other.kind.name == "SamplePerfectTile":
                     n, mi = int(other.attrs[0]), int(other.attrs[1])
                     ext = int(np.prod([int(x) for x in space.defaults[other]]))
                     opts = factorizations(ext, n, mi)
                     d[other] = list(opts[self._rng.integers(len(opts))])
             probes.append(d)
+
+        def realize(base: dict, v: int):
+            dec = dict(base)
+            dec[inst] = v
+            try:
+                s = self._replay(space, dec, postproc=False)
+            except Exception:  # noqa: BLE001 - a probe whose replay fails tells nothing
+                return None
+            got = [s.trace.get_decision(i) for i in s.trace.insts if i.kind.name == "SampleComputeLocation"]
+            return int(got[which]) if which < len(got) else None
+
+        legal = {int(space.defaults[inst])}
         for base in probes:
-            for v in candidates:
-                dec = dict(base)
-                dec[inst] = v
-                try:
-                    s = self._replay(space, dec, postproc=False)
-                except Exception:  # noqa: BLE001 - illegal tiles in a probe: skip
-                    continue
-                got = [s.trace.get_decision(i) for i in s.trace.insts if i.kind.name == "SampleComputeLocation"]
-                idx = [i for i in space.sample_insts if i.kind.name == "SampleComputeLocation"].index(inst)
-                if idx < len(got):
-                    legal.add(int(got[idx]))
-        legal.add(int(space.defaults[inst]))
+            v = bound
+            while v >= 0:
+                r = realize(base, v)
+                if r is None:
+                    break
+                legal.add(r)
+                if r < 0:
+                    break
+                v = min(v, r) - 1
+            for v in (-1, -2):
+                r = realize(base, v)
+                if r is not None:
+                    legal.add(r)
         return tuple(sorted(legal))
 
     def _build_knobs(self) -> None:
