@@ -13,6 +13,8 @@ from .tuner import MeasureInput, Tuner
 TUNERS = {
     "random": "release.tuners.simple:RandomTuner",
     "grid": "release.tuners.simple:GridSearchTuner",
+    "xgb": "release.tuners.xgb:XGBTuner",
+    "ga": "release.tuners.ga:GATuner",
 }
 
 
