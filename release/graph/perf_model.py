@@ -468,7 +468,7 @@ class PerformanceModel:
                 peak = self._peak_single(orders)
                 dpeak = peak[:, None]
             else:
-                # one device, no memory: every order runs for the sum of costs (decoding still checked)
+                # one device, no memory objective or limit: every order runs for the sum of costs
                 peak = np.zeros(P)
                 dpeak = peak[:, None]
             mk = np.full(P, self._total_cost)
