@@ -79,6 +79,11 @@ class RLOptimizer:
         Fraction of the episodes that start at the best measured configs (set by
         :meth:`observe`) instead of uniformly random configs. 0 = the paper (default);
         our variant in benchmarks/ablation uses 0.5.
+    rerank_ratio : float
+        With a model that has ``predict_program`` and ``feature_type != "knob"``
+        (``XGBoostCostModel(feature_type="itervar")``): keep ``ratio * num`` configs by the fast
+        ``predict`` and re-rank them by ``predict_program`` (dropping illegal programs), exactly
+        as :class:`release.tuners.sa.SimulatedAnnealingOptimizer` does (default 2.0, its default).
 
     Attributes
     ----------
@@ -93,7 +98,10 @@ class RLOptimizer:
     """
 
     def __init__(self, space, config: PPOConfig | None = None, seed: int | None = None,
-                 start_from_measured: float = 0.0):
+                 start_from_measured: float = 0.0, rerank_ratio: float = 2.0):
+        if not rerank_ratio >= 1:
+            raise TunerError(f"rerank_ratio={rerank_ratio!r} must be >= 1")
+        self.rerank_ratio = float(rerank_ratio)
         if not 0.0 <= start_from_measured <= 1.0:
             raise TunerError(f"start_from_measured={start_from_measured!r} must lie in [0, 1]")
         self.space = space
@@ -134,13 +142,32 @@ class RLOptimizer:
         Returns
         -------
         list of tuple
-            Up to ``num`` distinct canonical configs, highest predicted score first.
+            Up to ``num`` distinct canonical configs, highest predicted score first (by
+            ``predict_program`` when re-ranked).
+
+        Raises
+        ------
+        TunerError
+            ``num < 1``.
         """
+        if not isinstance(num, (int, np.integer)) or num < 1:
+            raise TunerError(f"find_maximums num={num!r} must be an integer >= 1")
+        rerank = hasattr(model, "predict_program") and getattr(model, "feature_type", "knob") != "knob"
+        keep = int(np.ceil(num * self.rerank_ratio)) if rerank else int(num)
         scores = _RoundScores(model, self.space)
         stats = self.agent.run_round(scores, self._starts())
-        stats.extra.update(queries=scores.queries, distinct=len(scores.cache), predict_s=scores.predict_s)
+        out = scores.top(keep, exclusive)
+        rerank_s = 0.0
+        if rerank and out:
+            r0 = time.perf_counter()
+            exact = np.asarray(model.predict_program(np.asarray(out, dtype=np.int64)), dtype=np.float64)
+            order = np.argsort(-exact, kind="stable")
+            out = [out[i] for i in order if np.isfinite(exact[i])]
+            rerank_s = time.perf_counter() - r0
+        out = out[: int(num)]
+        stats.extra.update(queries=scores.queries, distinct=len(scores.cache), predict_s=scores.predict_s,
+                           rerank_s=rerank_s)
         self.last_stats = stats
-        out = scores.top(int(num), exclusive)
         logger.debug("rl optimizer: %d reward queries, %d distinct configs, predict %.2f s, returned %d",
                      scores.queries, len(scores.cache), scores.predict_s, len(out))
         return out

@@ -60,7 +60,8 @@ class AdaptiveSampler:
     config : AdaptiveSamplingConfig, optional
         Hyperparameters (default: the authors').
     seed : int, optional
-        Seeds k-means.
+        Seeds k-means (default 0, so ``XGBTuner(sampler="adaptive")`` is deterministic; None =
+        nondeterministic).
     check_valid : bool
         Check every picked config with ``space.is_valid`` (a replay, 4-15 ms each; default True).
 
@@ -72,7 +73,7 @@ class AdaptiveSampler:
         Within-cluster loss (k-means inertia) of each k tried in the latest call.
     """
 
-    def __init__(self, config: AdaptiveSamplingConfig | None = None, seed: int | None = None,
+    def __init__(self, config: AdaptiveSamplingConfig | None = None, seed: int | None = 0,
                  check_valid: bool = True):
         self.cfg = (config or AdaptiveSamplingConfig()).check()
         self.rng = np.random.default_rng(seed)

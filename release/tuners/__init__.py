@@ -15,6 +15,9 @@ TUNERS = {
     "grid": "release.tuners.simple:GridSearchTuner",
     "xgb": "release.tuners.xgb:XGBTuner",
     "ga": "release.tuners.ga:GATuner",
+    "release": "release.tuners.release_tuner:ReleaseTuner",
+    "rl": "release.tuners.release_tuner:RLTuner",
+    "sa-as": "release.tuners.release_tuner:SAASTuner",
 }
 
 

@@ -1,0 +1,152 @@
+"""``ReleaseTuner``: Chameleon (PPO agent + adaptive sampling) as a drop-in AutoTVM tuner.
+
+The four variants of the paper's ablation (Ahn et al., ICLR 2020, section 6) are one class each:
+
+============================================  =========  ==========================
+class                                         ``tune``   search / sampling
+============================================  =========  ==========================
+``XGBTuner(task)``                            ``xgb``    SA, measure the whole plan
+``RLTuner(task)`` = ``ReleaseTuner(task, sampler=None)``  ``rl``  PPO, whole plan
+``SAASTuner(task)`` = ``XGBTuner(task, sampler="adaptive")``  ``sa-as``  SA + adaptive sampling
+``ReleaseTuner(task)``                        ``release``  PPO + adaptive sampling (Chameleon)
+============================================  =========  ==========================
+
+All share AutoTVM's loop (:class:`release.tuners.model_based.ModelBasedTuner` via
+:class:`release.tuners.xgb.XGBTuner`): XGBoost cost model, ``plan_size`` candidates per round,
+epsilon-greedy random picks. With adaptive sampling the model is refit after each round's
+``k`` measurements (8-64) instead of after a fixed ``plan_size``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import TunerError
+from ..measure.measure import MeasureResult
+from .xgb import XGBTuner
+
+logger = logging.getLogger(__name__)
+
+OPTIMIZERS = ("ppo", "sa")
+SAMPLERS = ("adaptive", None)
+
+
+def _seeds(seed: int | None, n: int) -> list[int | None]:
+    if seed is None:
+        return [None] * n
+    return [int(s.generate_state(1)[0]) for s in np.random.SeedSequence([seed, 4]).spawn(n)]
+
+
+class ReleaseTuner(XGBTuner):
+    """Chameleon / ReLeASE: a PPO agent explores the knob space on the cost model's predictions,
+    adaptive sampling picks what to measure.
+
+    Parameters
+    ----------
+    task : release.task.Task
+        The task; its knob space must have at least one knob.
+    plan_size : int
+        Candidates the optimizer proposes per round, and the largest k of adaptive sampling
+        (default 64, the paper's).
+    optimizer : str or ModelOptimizer
+        ``"ppo"`` (default: :class:`release.rl.RLOptimizer`), ``"sa"`` (AutoTVM's simulated
+        annealing) or an object with ``find_maximums(model, num, exclusive)``.
+    sampler : str, None or Sampler
+        ``"adaptive"`` (default: :class:`release.sampling.AdaptiveSampler`), None (measure the
+        whole plan) or an object with ``sample(candidates, space, visited, plan_size)``.
+    feature_type, loss_type : str
+        Cost model (see :class:`release.cost_model.XGBoostCostModel`); defaults as ``XGBTuner``
+        (``"itervar"``, ``"reg"``) so the ablation compares search methods on the same model.
+    ppo_config : release.rl.PPOConfig, optional
+        Agent hyperparameters (default: the authors').
+    start_from_measured : float
+        Fraction of the agent's episodes started at the best measured configs (default 0, the
+        paper; our variant ``release+`` in benchmarks/ablation: 0.5).
+    diversity_filter_ratio : float, optional
+        As ``XGBTuner``.
+    num_threads : int, optional
+        XGBoost threads (default 1).
+    seed : int, optional
+        Seed of every random choice (random configs, cost model, agent, k-means).
+
+    Raises
+    ------
+    TunerError
+        Unknown optimizer or sampler (the message lists the choices), bad plan size, feature or
+        loss type.
+    SpaceError
+        The task's space has no knob to tune.
+
+    Examples
+    --------
+    >>> tuner = ReleaseTuner(task)                                  # doctest: +SKIP
+    >>> tuner.tune(512, measure_option(), callbacks=[log_to_file("t.jsonl")])  # doctest: +SKIP
+    """
+
+    name = "release"
+
+    def __init__(self, task, plan_size: int = 64, optimizer="ppo", sampler="adaptive",
+                 feature_type: str = "itervar", loss_type: str = "reg", ppo_config=None,
+                 start_from_measured: float = 0.0, diversity_filter_ratio: float | None = None,
+                 num_threads: int | None = None, seed: int | None = None, log_interval: int = 50):
+        space = task.config_space  # raises SpaceError for a space without knobs
+        rl_seed, as_seed = _seeds(seed, 2)
+        if isinstance(optimizer, str) or optimizer is None:
+            if optimizer == "ppo":
+                from ..rl import RLOptimizer
+
+                optimizer = RLOptimizer(space, ppo_config, seed=rl_seed, start_from_measured=start_from_measured)
+            elif optimizer != "sa":
+                raise TunerError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZERS)} "
+                                 "or pass an object with find_maximums(model, num, exclusive)")
+        if isinstance(sampler, str):
+            if sampler != "adaptive":
+                raise TunerError(f"unknown sampler {sampler!r}; choose 'adaptive', None (measure the whole plan) "
+                                 "or pass an object with sample(candidates, space, visited, plan_size)")
+            from ..sampling import AdaptiveSampler
+
+            sampler = AdaptiveSampler(seed=as_seed if as_seed is not None else 0)
+        super().__init__(task, plan_size=plan_size, feature_type=feature_type, loss_type=loss_type,
+                         optimizer=optimizer, diversity_filter_ratio=diversity_filter_ratio, sampler=sampler,
+                         num_threads=num_threads, seed=seed, log_interval=log_interval)
+
+    def update(self, configs: Sequence[tuple], results: Sequence[MeasureResult]) -> None:
+        """AutoTVM's update (refit when due), then tell the optimizer the measured configs."""
+        super().update(configs, results)
+        if hasattr(self.model_optimizer, "observe") and self.xs:
+            self.model_optimizer.observe(self.xs, self.ys)
+
+    def _make_plan(self) -> None:
+        super()._make_plan()
+        stats = getattr(self.model_optimizer, "last_stats", None)
+        k = getattr(self.sampler, "last_k", None)
+        if hasattr(stats, "mean_reward"):
+            logger.info("%s round %d: agent reward/step %.4f, %d queries (%d distinct), plan %d, k=%s",
+                        self.task.name, self.train_ct, stats.mean_reward, stats.extra.get("queries", 0),
+                        stats.extra.get("distinct", 0), len(self.trials_plan), k)
+
+
+class RLTuner(ReleaseTuner):
+    """The PPO agent without adaptive sampling (the paper's "RL" ablation): ``ReleaseTuner(task, sampler=None)``."""
+
+    name = "rl"
+
+    def __init__(self, task, sampler=None, **kwargs):
+        super().__init__(task, sampler=sampler, **kwargs)
+
+
+class SAASTuner(XGBTuner):
+    """Simulated annealing with adaptive sampling (the paper's "SA+AS"): ``XGBTuner(task, sampler="adaptive")``
+    with the sampler seeded from ``seed``."""
+
+    name = "sa-as"
+
+    def __init__(self, task, sampler="adaptive", seed: int | None = None, **kwargs):
+        if sampler == "adaptive":
+            from ..sampling import AdaptiveSampler
+
+            sampler = AdaptiveSampler(seed=_seeds(seed, 2)[1] if seed is not None else 0)
+        super().__init__(task, sampler=sampler, seed=seed, **kwargs)

@@ -1,0 +1,86 @@
+"""ReleaseTuner (PPO + adaptive sampling) and the ablation variants, end to end on a real matmul."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from release import autotvm
+from release.errors import SpaceError, TunerError
+from release.measure import load_records
+from release.rl import PPOConfig, RLOptimizer
+from release.sampling import AdaptiveSampler
+from release.tuners import get_tuner
+from release.tuners.release_tuner import ReleaseTuner, RLTuner, SAASTuner
+
+torch.set_num_threads(1)
+
+SMALL_AGENT = PPOConfig(n_episodes=64, max_steps=100)
+
+
+def test_release_tuner_64_trials_then_resume(matmul_task, fast_measure, tmp_path):
+    log = tmp_path / "release.jsonl"
+    # plan_size 16: the first 16 trials are random, then rounds of k in {8, 16} sampled configs
+    tuner = ReleaseTuner(matmul_task, plan_size=16, seed=0, feature_type="knob", ppo_config=SMALL_AGENT)
+    assert isinstance(tuner.model_optimizer, RLOptimizer) and isinstance(tuner.sampler, AdaptiveSampler)
+    tuner.tune(40, fast_measure, callbacks=[autotvm.callback.log_to_file(str(log))])
+    recs = load_records(log)
+    assert tuner.trials == 40 == len(recs) == len({tuple(r.config) for r in recs})
+    assert tuner.train_ct >= 2  # the model was fit and the agent searched at least twice
+    assert tuner.model_optimizer.agent.rounds >= tuner.train_ct - 1  # the last fit's plan may be pending
+    assert tuner.sampler.last_k in (8, 16)
+    assert tuner.best_gflops > 0
+    # resume to 64 from the log: the 40 count, nothing is measured twice, the new tuner learns from them
+    t2 = ReleaseTuner(matmul_task, plan_size=16, seed=1, feature_type="knob", ppo_config=SMALL_AGENT)
+    t2.tune(64, fast_measure, callbacks=[autotvm.callback.log_to_file(str(log))])
+    recs = load_records(log)
+    assert t2.trials == 64 == len(recs) == len({tuple(r.config) for r in recs})
+    assert t2.train_ct >= 1 and t2.cost_model.fit_count >= 1
+    assert t2.best_gflops >= tuner.best_gflops
+    assert all(r.tuner == "release" for r in recs)
+
+
+def test_refit_after_each_k_not_after_plan_size(matmul_task, fast_measure):
+    tuner = ReleaseTuner(matmul_task, plan_size=32, seed=0, feature_type="knob", ppo_config=SMALL_AGENT)
+    tuner.tune(32 + 31, fast_measure)
+    # the first 32 are random (no model); after that each round measures k (8, 16 or 24) then refits,
+    # so a second refit happens before 32 more measurements (AutoTVM's rule would refit only at 64)
+    assert tuner.train_ct >= 2
+    assert tuner.cost_model.fit_count == tuner.train_ct
+
+
+def test_variants_by_name(matmul_task):
+    assert isinstance(get_tuner("release", matmul_task, seed=0), ReleaseTuner)
+    rl = get_tuner("rl", matmul_task, seed=0)
+    assert isinstance(rl, RLTuner) and rl.sampler is None and isinstance(rl.model_optimizer, RLOptimizer)
+    saas = get_tuner("sa-as", matmul_task, seed=0)
+    assert isinstance(saas, SAASTuner) and isinstance(saas.sampler, AdaptiveSampler)
+    assert type(saas.model_optimizer).__name__ == "SimulatedAnnealingOptimizer"
+    assert autotvm.tuner.ReleaseTuner is ReleaseTuner
+    sa_as = ReleaseTuner(matmul_task, optimizer="sa")
+    assert type(sa_as.model_optimizer).__name__ == "SimulatedAnnealingOptimizer"
+
+
+def test_bad_input_one_clear_line(matmul_task):
+    with pytest.raises(TunerError, match="unknown optimizer 'evolution'; choose one of: ppo, sa") as e:
+        ReleaseTuner(matmul_task, optimizer="evolution")
+    assert "\n" not in str(e.value)
+    with pytest.raises(TunerError, match="unknown sampler 'kmeans'") as e:
+        ReleaseTuner(matmul_task, sampler="kmeans")
+    assert "\n" not in str(e.value)
+    with pytest.raises(TunerError, match="plan_size=0"):
+        ReleaseTuner(matmul_task, plan_size=0)
+
+
+def test_task_without_knobs_is_refused():
+    from tvm import te
+
+    from release.task import Task
+
+    a = te.placeholder((4,), name="a")
+    b = te.compute((4,), lambda i: a[i] + 1.0, name="b")
+    task = Task([a, b], "llvm", name="add4")
+    with pytest.raises(SpaceError, match="no knob to tune") as e:
+        ReleaseTuner(task)
+    assert "\n" not in str(e.value)
