@@ -24,7 +24,8 @@ logger = logging.getLogger(__name__)
 METHOD_CHOICES = ("brkga", "tuned-brkga", "random", "local", "greedy", "given", "exact")
 
 
-def load_graph(spec: str, nodes: int = 30, width: int = 4, gflops: float = 50.0, latencies: str | None = None):
+def load_graph(spec: str, nodes: int = 30, width: int = 4, gflops: float = 50.0, latencies: str | None = None,
+               fused: bool = False):
     """Resolve ``PATH``, ``synthetic:SEED`` or ``model:NAME`` to a ComputationGraph.
 
     Raises
@@ -47,7 +48,7 @@ def load_graph(spec: str, nodes: int = 30, width: int = 4, gflops: float = 50.0,
         from .models import model_graph
         from .relax_import import CostConfig
 
-        return model_graph(spec.split(":", 1)[1], cost=CostConfig(gflops=gflops), latencies=latencies)
+        return model_graph(spec.split(":", 1)[1], fused=fused, cost=CostConfig(gflops=gflops), latencies=latencies)
     return ComputationGraph.load(spec)
 
 
@@ -85,7 +86,7 @@ def _optimize(args) -> int:
     budget = _positive_int("--budget")(args.budget)
     devices = _positive_int("--devices")(args.devices)
     methods = _methods(args.method)
-    graph = load_graph(args.graph, args.nodes, args.width, args.gflops, args.latencies)
+    graph = load_graph(args.graph, args.nodes, args.width, args.gflops, args.latencies, args.fused)
     mkw = dict(latency_us=args.latency_us, bandwidth=args.bandwidth, memory_limit=args.memory_limit)
     PerformanceModel(graph, devices, args.objective, **mkw)  # validate the set-up before any work
     unit = "us" if args.objective == "runtime" else "bytes"
@@ -149,7 +150,7 @@ def _optimize(args) -> int:
 
 
 def _export(args) -> int:
-    graph = load_graph(args.graph, args.nodes, args.width, args.gflops, args.latencies)
+    graph = load_graph(args.graph, args.nodes, args.width, args.gflops, args.latencies, args.fused)
     graph.save(args.out)
     print(f"{graph.summary()}\nwrote {args.out}")
     return 0
@@ -162,6 +163,8 @@ def _add_graph_args(p) -> None:
     p.add_argument("--width", type=int, default=4, help="largest layer of a synthetic graph (default 4)")
     p.add_argument("--gflops", type=float, default=50.0,
                    help="assumed compute rate (GFLOP/s) turning TVM's FLOP estimate into microseconds (default 50)")
+    p.add_argument("--fused", action="store_true",
+                   help="import model graphs after TVM's fusion passes (one node per fused kernel)")
     p.add_argument("--latencies", default=None,
                    help="measured per-op latencies (JSON {name: us} or JSON-lines tuning log) for model graphs")
 

@@ -199,10 +199,11 @@ def build_model(name: str):
     return _torch_models()[name]()
 
 
-def model_graph(name: str, **kw):
+def model_graph(name: str, fused: bool = False, **kw):
     """Import registered model ``name`` as a :class:`~release.graph.graph.ComputationGraph`.
 
-    ``kw`` goes to :func:`release.graph.relax_import.from_relax` (``cost``, ``latencies``).
+    ``fused=True`` imports after TVM's fusion passes (one node per fused kernel); ``kw`` goes to
+    :func:`release.graph.relax_import.from_relax` (``cost``, ``latencies``).
 
     Raises
     ------
@@ -212,4 +213,4 @@ def model_graph(name: str, **kw):
     from .relax_import import from_torch
 
     model, inputs = build_model(name)
-    return from_torch(model, inputs, name=name, **kw)
+    return from_torch(model, inputs, name=name + ("-fused" if fused else ""), fused=fused, **kw)

@@ -271,6 +271,20 @@ def from_relax(
     return ComputationGraph(np.array(costs), np.array(sizes), sorted(set(edges)), [], node_names, node_ops, name)
 
 
+def fuse_like_tvm(mod):
+    """Apply the graph-level preparation TVM's ``compile_relax`` uses before tuning: LegalizeOps,
+    AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR. Each fused ``call_tir`` then becomes one node
+    (what TVM actually runs; intermediates inside a fused kernel are not materialized)."""
+    import tvm
+    from tvm import relax
+
+    seq = tvm.transform.Sequential([
+        relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant(),
+        relax.transform.FuseOps(), relax.transform.FuseTIR(),
+    ])
+    return seq(mod)
+
+
 def export_torch(model, example_inputs: tuple):
     """``torch.export`` + ``tvm.relax.frontend.torch.from_exported_program``; returns the Relax IRModule.
 
@@ -290,9 +304,13 @@ def export_torch(model, example_inputs: tuple):
     return from_exported_program(ep)
 
 
-def from_torch(model, example_inputs: tuple, name: str = "torch", **kw) -> ComputationGraph:
+def from_torch(model, example_inputs: tuple, name: str = "torch", fused: bool = False, **kw) -> ComputationGraph:
     """Import a PyTorch model as a :class:`ComputationGraph` through TVM's Relax frontend.
 
+    With ``fused=True`` the module first goes through :func:`fuse_like_tvm` (one node per fused kernel).
     ``kw`` goes to :func:`from_relax` (``cost``, ``latencies``).
     """
-    return from_relax(export_torch(model, example_inputs), name=name, **kw)
+    mod = export_torch(model, example_inputs)
+    if fused:
+        mod = fuse_like_tvm(mod)
+    return from_relax(mod, name=name, **kw)

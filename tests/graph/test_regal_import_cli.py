@@ -158,3 +158,12 @@ def test_legalized_module_gives_the_same_graph(tiny_mod):
     assert g2.ops[0] == "call_tir:conv2d"
     assert np.allclose(g1.cost, g2.cost) and np.array_equal(g1.data_edges, g2.data_edges)
     assert np.array_equal(g1.out_bytes, g2.out_bytes)
+
+
+def test_fused_import_has_one_node_per_fused_kernel():
+    plain = model_graph("inception")
+    fused = model_graph("inception", fused=True)
+    assert fused.name == "inception-fused"
+    assert fused.n < plain.n
+    assert all(op.startswith("call_tir:") for op in fused.ops)
+    assert any("fused_" in op for op in fused.ops)  # batch_norm + relu fused
