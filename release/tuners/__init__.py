@@ -15,6 +15,7 @@ TUNERS = {
     "grid": "release.tuners.simple:GridSearchTuner",
     "xgb": "release.tuners.xgb:XGBTuner",
     "ga": "release.tuners.ga:GATuner",
+    "ms-evolutionary": "release.tuners.ms_evolutionary:MSEvolutionaryTuner",
     "release": "release.tuners.release_tuner:ReleaseTuner",
     "rl": "release.tuners.release_tuner:RLTuner",
     "sa-as": "release.tuners.release_tuner:SAASTuner",
