@@ -100,6 +100,7 @@ def cmd_tune(args) -> int:
     log = args.log or os.path.join("runs", f"{args.workload}.{args.tuner}.jsonl")
     previous = check_log_for_task(log, task)
     option = make_measure_option(args)
+    option["runner"].check_device(task.target)  # before the (slow on CUDA) knob space is built
     kwargs = {}
     if args.plan_size is not None:
         kwargs["plan_size"] = args.plan_size

@@ -25,7 +25,7 @@ def conv_task():
     return task
 
 
-@pytest.fixture()
+@pytest.fixture(scope="session")
 def fast_measure():
     """Local builder (2 workers) and a quick runner (number 1, repeat 2): correctness, not speed."""
     from release.measure import LocalBuilder, LocalRunner, measure_option

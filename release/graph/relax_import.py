@@ -314,3 +314,82 @@ def from_torch(model, example_inputs: tuple, name: str = "torch", fused: bool = 
     if fused:
         mod = fuse_like_tvm(mod)
     return from_relax(mod, name=name, **kw)
+
+
+def reorder_bindings(mod, graph: ComputationGraph, order, function: str = "main"):
+    """Return a copy of ``mod`` whose ``function`` runs its operator calls in ``order``.
+
+    This hands a schedule found on the performance model back to TVM: the binding order of a dataflow block
+    is the order TVM's VM executes, and what ``StaticPlanBlockMemory`` plans storage reuse for.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        The module ``graph`` was imported from (node names are its binding variable names).
+    graph : ComputationGraph
+    order : array_like of int, shape (n,)
+        A topological order of ``graph`` (for example ``Solution.order``).
+    function : str, default "main"
+
+    Returns
+    -------
+    tvm.IRModule
+        Same functions; the bindings of each block of ``function`` permuted (non-operator bindings such as
+        tuple indexing follow as soon as their inputs exist).
+
+    Raises
+    ------
+    GraphError
+        When ``order`` is not a topological order of ``graph`` or ``graph`` was not imported from ``mod``.
+    """
+    import tvm
+    from tvm import relax
+
+    if not graph.is_topological(order):
+        raise GraphError("order is not a topological order of the graph; use a decoded Solution.order")
+    fn = mod[function]
+    rank = {graph.names[v]: k for k, v in enumerate(list(order))}
+    blocks = []
+    seen_nodes = 0
+    for block in fn.body.blocks:
+        bindings = list(block.bindings)
+        defined_here = {b.var.name for b in bindings}
+        nodes = sorted((b for b in bindings if b.var.name in rank), key=lambda b: rank[b.var.name])
+        seen_nodes += len(nodes)
+        others = [b for b in bindings if b.var.name not in rank]
+        emitted: set[str] = set()
+        out = []
+
+        def ready(b):
+            return all(v.name in emitted or v.name not in defined_here for v in relax.analysis.free_vars(b.value))
+
+        def flush():
+            progress = True
+            while progress:
+                progress = False
+                for b in list(others):
+                    if ready(b):
+                        out.append(b)
+                        emitted.add(b.var.name)
+                        others.remove(b)
+                        progress = True
+
+        flush()
+        for b in nodes:
+            if not ready(b):
+                raise GraphError(f"binding {b.var.name} would run before its inputs; was the graph imported from this module?")
+            out.append(b)
+            emitted.add(b.var.name)
+            flush()
+        if others:
+            raise GraphError(f"bindings {[b.var.name for b in others]} could not be placed; graph and module differ")
+        cls = relax.DataflowBlock if isinstance(block, relax.DataflowBlock) else relax.BindingBlock
+        blocks.append(cls(out, block.span))
+    if seen_nodes != graph.n:
+        raise GraphError(f"graph has {graph.n} nodes but {function!r} binds {seen_nodes} of them; "
+                         "reorder the module the graph was imported from")
+    new_fn = relax.Function(fn.params, relax.SeqExpr(blocks, fn.body.body, fn.body.span), fn.ret_ty, fn.is_pure,
+                            fn.attrs, fn.span)
+    new_mod = mod.clone()
+    new_mod[function] = new_fn
+    return new_mod

@@ -408,6 +408,10 @@ class Measurer:
         self.builder: LocalBuilder = option["builder"]
         self.runner: LocalRunner = option["runner"]
         self.runner.check_device(task.target)
+        #: wall seconds per phase, summed over calls: replay (+postprocessors), build (parallel
+        #: phase), run (all runs), total (whole measure calls); and counts
+        self.stats = {"replay": 0.0, "build": 0.0, "run": 0.0, "total": 0.0, "configs": 0, "measured": 0,
+                      "batches": 0}
 
     @property
     def batch_size(self) -> int:
@@ -437,6 +441,7 @@ class Measurer:
                 on_result(r)
 
         space = self.task.config_space
+        t_start = time.perf_counter()
         results: list[MeasureResult] = []
         todo = []  # (index, mod, args)
         for c in configs:
@@ -451,7 +456,9 @@ class Measurer:
                 continue
             r.trace = sch.trace
             todo.append((len(results) - 1, sch.mod, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+        t_replayed = time.perf_counter()
         built = self.builder.build([m for _, m, _ in todo], self.task.target_json)
+        t_built = time.perf_counter()
         to_run = []
         for (i, _, args), (path, secs, kind, msg) in zip(todo, built):
             r = results[i]
@@ -471,6 +478,15 @@ class Measurer:
             r.costs, r.run_s, r.error_kind, r.error_msg = costs, secs, kind, msg
             shutil.rmtree(os.path.dirname(path), ignore_errors=True)
             done(r)
+        t_end = time.perf_counter()
+        st = self.stats
+        st["replay"] += t_replayed - t_start
+        st["build"] += t_built - t_replayed
+        st["run"] += sum(r.run_s for r in results)
+        st["total"] += t_end - t_start
+        st["configs"] += len(results)
+        st["measured"] += len(todo)
+        st["batches"] += 1
         return results
 
     def close(self) -> None:

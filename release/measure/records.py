@@ -225,6 +225,7 @@ class log_to_database:
         from tvm.s_tir.meta_schedule.database import JSONDatabase
 
         self.work_dir = os.fspath(work_dir)
+        os.makedirs(self.work_dir, exist_ok=True)
         self.database = JSONDatabase(work_dir=self.work_dir)
 
     def __call__(self, tuner, inputs, results) -> None:

@@ -144,7 +144,9 @@ class Tuner:
         n_trial : int
             Total measured configs, resumed records included.
         measure_option : dict, optional
-            From :func:`release.measure.measure_option` (default: local builder and runner).
+            From :func:`release.measure.measure_option` (default: local builder and runner,
+            closed at the end). A given option's worker pools stay alive for reuse across tasks;
+            close them with ``option["builder"].close()``.
         early_stopping : int, optional
             Stop once this many trials passed without improving the best.
         callbacks : sequence of callables
@@ -176,6 +178,7 @@ class Tuner:
             if hasattr(cb, "start"):
                 cb.start(self, n_trial)
         measurer = Measurer(self.task, opt)
+        self.measure_stats = measurer.stats
         pending_fit = 0.0
         try:
             while self.trials < n_trial and self.has_next():
@@ -209,7 +212,8 @@ class Tuner:
                 pending_fit = time.perf_counter() - t1
                 self.time_fit += pending_fit
         finally:
-            measurer.close()
+            if measure_option is None:  # pools we made; a caller's pools live on for its next task
+                measurer.close()
             for cb in callbacks:
                 if hasattr(cb, "finish"):
                     cb.finish(self)

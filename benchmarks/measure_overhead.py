@@ -1,0 +1,59 @@
+"""Where the wall time of one measured config goes: replay, build, run, and the rest (overhead).
+
+    .venv/bin/python benchmarks/measure_overhead.py --workload resnet18.conv2d.2 --n-trial 64
+
+Runs the random tuner (no search cost) with the CLI's default runner settings and prints, per
+measured config: median build time (in the worker), median run time, wall time, and the overhead
+= wall time beyond the build phase and the runs, as a share of wall time. Builds run in parallel
+(n_parallel workers), so the build phase's wall time is what a config costs, not the worker time.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+
+from release.measure import LocalBuilder, LocalRunner, load_records, log_to_file, measure_option
+from release.task import create_task
+from release.tuners.simple import RandomTuner
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workload", default="resnet18.conv2d.2")
+    ap.add_argument("--n-trial", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n-parallel", type=int, default=None)
+    args = ap.parse_args()
+    task = create_task(args.workload)
+    task.config_space  # noqa: B018 - not part of the measured loop
+    opt = measure_option(LocalBuilder(n_parallel=args.n_parallel), LocalRunner(number=4, repeat=3, min_repeat_ms=50))
+    log = tempfile.mktemp(suffix=".jsonl")
+    tuner = RandomTuner(task, seed=args.seed)
+    t0 = time.perf_counter()
+    tuner.tune(args.n_trial, opt, callbacks=[log_to_file(log)])
+    wall = time.perf_counter() - t0
+    opt["builder"].close()
+    recs = load_records(log)
+    st = tuner.measure_stats
+    n = st["measured"]
+    per = {
+        "workload": args.workload, "n_trial": args.n_trial, "n_parallel": opt["builder"].n_parallel,
+        "seed": args.seed, "measured": n, "invalid_skipped": st["configs"] - n,
+        "median_build_worker_s": statistics.median(r.build_s for r in recs),
+        "median_run_s": statistics.median(r.run_s for r in recs),
+        "wall_per_config_s": wall / n,
+        "build_phase_per_config_s": st["build"] / n,
+        "run_per_config_s": st["run"] / n,
+        "replay_per_config_s": st["replay"] / n,
+    }
+    per["overhead_per_config_s"] = per["wall_per_config_s"] - per["build_phase_per_config_s"] - per["run_per_config_s"]
+    per["overhead_share"] = per["overhead_per_config_s"] / per["wall_per_config_s"]
+    print(json.dumps(per, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""The `release` command line: acceptance runs, kill-and-resume, and one-line errors on bad input."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+FAST = ["--number", "1", "--repeat", "1", "--min-repeat-ms", "0", "--no-progress"]
+
+
+def release(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "release.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def lines(path):
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def assert_one_line_error(proc, *fragments):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    err = proc.stderr.strip().splitlines()
+    assert "Traceback" not in proc.stderr
+    assert err and err[-1].startswith("release: error:"), proc.stderr
+    for frag in fragments:
+        assert frag in err[-1], err[-1]
+
+
+def test_tune_resnet18_conv2_64_random_trials_and_check(tmp_path):
+    """Foundation acceptance: 64 records, and the kernel compiled from them matches the reference."""
+    log = tmp_path / "r.jsonl"
+    p = release("tune", "--workload", "resnet18.conv2d.2", "--tuner", "random", "--n-trial", "64",
+                "--log", str(log), *FAST)
+    assert p.returncode == 0, p.stdout + p.stderr
+    recs = lines(log)
+    assert len(recs) == 64
+    assert len({tuple(r["config"]) for r in recs}) == 64
+    assert "matches the reference" in p.stdout
+    assert "GFLOPS" in p.stdout
+
+
+def test_killed_run_resumes_without_measuring_twice(tmp_path):
+    log = tmp_path / "k.jsonl"
+    args = [sys.executable, "-m", "release.cli", "tune", "--workload", "tiny.matmul.1", "--tuner", "random",
+            "--n-trial", "24", "--log", str(log), "--seed", "3", *FAST]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if log.exists() and len(log.read_text().splitlines()) >= 6:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the tuner and its build workers
+    proc.wait()
+    before = log.read_text()
+    n_before = len(before.splitlines())
+    assert 6 <= n_before < 24
+    p = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert f"resuming {n_before} records" in p.stdout
+    after = log.read_text()
+    assert after.startswith(before)  # nothing completed before the kill is lost
+    recs = lines(log)
+    assert len(recs) == 24
+    assert len({tuple(r["config"]) for r in recs}) == 24  # no config measured twice
+
+
+def test_workloads_lists_names_and_gflop():
+    p = release("workloads")
+    assert p.returncode == 0
+    assert "resnet18.conv2d.2" in p.stdout and "bert-base.dense.3" in p.stdout
+    row = next(l for l in p.stdout.splitlines() if l.startswith("resnet18.conv2d.2 "))
+    assert "0.231" in row  # 2*64*56*56*64*9 FLOP
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["--workload", "resnet18.conv2d.77"], ["unknown workload 'resnet18.conv2d.77'"]),
+    (["--target", "{bad json"], ["not valid JSON"]),
+    (["--target", "llvm -mcpu=znver3"], ["not known"]),
+    (["--target", "cuda"], ["no cuda device"]),
+    (["--n-trial", "0"], ["--n-trial 0"]),
+    (["--n-trial", "-5"], ["--n-trial -5"]),
+    (["--tuner", "annealing-please"], ["unknown tuner 'annealing-please'"]),
+])
+def test_bad_input_gets_one_line(tmp_path, args, fragments):
+    p = release("tune", "--workload", "tiny.matmul.1", "--log", str(tmp_path / "x.jsonl"), *FAST, *args)
+    assert_one_line_error(p, *fragments)
+
+
+def test_unreachable_rpc_tracker(tmp_path):
+    port = _free_port()
+    t0 = time.time()
+    p = release("tune", "--workload", "tiny.matmul.1", "--runner", "rpc", "--rpc-key", "k", "--rpc-port", str(port),
+                "--log", str(tmp_path / "x.jsonl"), *FAST)
+    assert_one_line_error(p, f"no RPC tracker answers at 127.0.0.1:{port}")
+    assert time.time() - t0 < 60
+
+
+def test_log_written_for_another_task(tmp_path):
+    log = tmp_path / "other.jsonl"
+    log.write_text(json.dumps({"task": "resnet18.conv2d.6/0123", "name": "resnet18.conv2d.6",
+                               "target": '{"kind": "llvm"}', "config": [0, 1]}) + "\n")
+    p = release("tune", "--workload", "tiny.matmul.1", "--log", str(log), *FAST)
+    assert_one_line_error(p, "written for another task", "resnet18.conv2d.6")
+    assert len(log.read_text().splitlines()) == 1  # untouched

@@ -1,0 +1,108 @@
+"""The AutoTVM-style tuner loop: random and grid tuners, logs, resume, early stopping, errors."""
+
+import json
+
+import numpy as np
+import pytest
+
+from release import autotvm
+from release.errors import RecordError, TunerError
+from release.measure import LocalBuilder, LocalRunner, load_records, measure_option
+
+
+def test_random_tuner_logs_every_trial_and_resumes(matmul_task, fast_measure, tmp_path):
+    log = tmp_path / "t.jsonl"
+    tuner = autotvm.tuner.RandomTuner(matmul_task, seed=0)
+    tuner.tune(6, fast_measure, callbacks=[autotvm.callback.log_to_file(str(log))])
+    recs = load_records(log)
+    assert len(recs) == 6 == tuner.trials
+    assert all(r.ok and r.task == matmul_task.key and r.tuner == "random" for r in recs)
+    assert all(r.trace is not None and r.measure_s > 0 for r in recs)
+    best = max(recs, key=lambda r: r.gflops)
+    assert tuner.best_gflops == pytest.approx(best.gflops)
+    # resume: 10 in total, the 6 old ones count and none is measured again
+    t2 = autotvm.tuner.RandomTuner(matmul_task, seed=0)  # same seed would re-propose the same configs
+    t2.tune(10, fast_measure, callbacks=[autotvm.callback.log_to_file(str(log))])
+    recs = load_records(log)
+    assert len(recs) == 10
+    assert len({tuple(r.config) for r in recs}) == 10
+
+
+def test_grid_tuner_walks_grid_order(matmul_task, fast_measure, tmp_path):
+    tuner = autotvm.tuner.GridSearchTuner(matmul_task)
+    tuner.tune(4, fast_measure)
+    sp = matmul_task.config_space
+    assert tuner.visited >= {sp.get(i) for i in range(4)} - set()
+    assert tuner.trials == 4
+
+
+def test_early_stopping(matmul_task, fast_measure):
+    tuner = autotvm.tuner.RandomTuner(matmul_task, seed=1)
+    tuner.tune(40, fast_measure, early_stopping=2)
+    assert tuner.trials < 40
+    assert tuner.trials >= tuner.best_iter + 2 - 1
+
+
+def test_failed_builds_are_recorded_and_tuning_goes_on(matmul_task, tmp_path):
+    log = tmp_path / "fail.jsonl"
+    opt = measure_option(LocalBuilder(n_parallel=1, timeout=0.001), LocalRunner(number=1, repeat=1))
+    tuner = autotvm.tuner.RandomTuner(matmul_task, seed=0)
+    tuner.tune(3, opt, callbacks=[autotvm.callback.log_to_file(str(log))])
+    recs = load_records(log)
+    assert len(recs) == 3
+    assert all(r.error_kind == "build_timeout" and not r.ok for r in recs)
+    assert tuner.best_config is None
+
+
+@pytest.mark.parametrize("n", [0, -3, 2.5])
+def test_bad_trial_counts(matmul_task, n):
+    with pytest.raises(TunerError, match="n_trial"):
+        autotvm.tuner.RandomTuner(matmul_task).tune(n)
+
+
+def test_corrupt_log_lines_are_skipped_with_a_warning_and_kept(matmul_task, fast_measure, tmp_path, caplog):
+    log = tmp_path / "c.jsonl"
+    autotvm.tuner.RandomTuner(matmul_task, seed=3).tune(2, fast_measure,
+                                                         callbacks=[autotvm.callback.log_to_file(str(log))])
+    with open(log, "a") as f:
+        f.write("{this is not json\n")
+        f.write('{"half": \n')
+    before = log.read_text()
+    with caplog.at_level("WARNING"):
+        recs = load_records(log)
+    assert len(recs) == 2
+    assert "skipped 2 unreadable line" in caplog.text
+    t = autotvm.tuner.RandomTuner(matmul_task, seed=4)
+    t.tune(3, fast_measure, callbacks=[autotvm.callback.log_to_file(str(log))])
+    assert log.read_text().startswith(before)  # nothing lost
+    assert len(load_records(log)) == 3
+
+
+def test_log_of_another_task_is_refused(matmul_task, tmp_path):
+    from release.measure import check_log_for_task
+
+    log = tmp_path / "other.jsonl"
+    log.write_text(json.dumps({"task": "resnet18.conv2d.6/abc", "name": "resnet18.conv2d.6", "target": "{}",
+                               "config": [0]}) + "\n")
+    with pytest.raises(RecordError, match="written for another task"):
+        check_log_for_task(log, matmul_task)
+
+
+def test_database_from_log_compiles_with_compile_tir(matmul_task, fast_measure, tmp_path):
+    import tvm
+    from tvm.s_tir.meta_schedule.database import JSONDatabase
+    from tvm.s_tir.meta_schedule.tir_integration import compile_tir
+
+    log, dbdir = tmp_path / "d.jsonl", tmp_path / "db"
+    tuner = autotvm.tuner.RandomTuner(matmul_task, seed=5)
+    tuner.tune(3, fast_measure, callbacks=[autotvm.callback.log_to_file(str(log)),
+                                           autotvm.callback.log_to_database(str(dbdir))])
+    # the JSON database on disk, read back by MetaSchedule itself
+    db = JSONDatabase(work_dir=str(dbdir))
+    assert len(db.get_all_tuning_records()) == 3
+    sch = compile_tir(db, matmul_task.mod, matmul_task.target)
+    lib = tvm.compile(sch.mod, target=matmul_task.target)
+    assert matmul_task.check(lib) < 1e-3
+    # the best record from the log is the database's best
+    best = autotvm.apply_history_best(str(log)).best(matmul_task)
+    assert tuple(best.config) == tuner.best_config
