@@ -89,6 +89,14 @@ def _collect_vars(expr, out: list) -> None:
             _collect_vars(f, out)
 
 
+def _is_node(value) -> bool:
+    """Whether a binding's value is an operator call (a graph node)."""
+    import tvm
+    from tvm import relax
+
+    return isinstance(value, relax.Call) and isinstance(value.op, (tvm.ir.Op, tvm.ir.GlobalVar))
+
+
 def load_latencies(path: str | Path) -> dict[str, float]:
     """Read measured latencies (microseconds) keyed by node or PrimFunc name.
 
@@ -182,20 +190,25 @@ def from_relax(
         raise GraphError(f"module has no function {function!r} (functions: {', '.join(sorted(names))})")
     legal = relax.transform.LegalizeOps()(mod)
 
-    def callee_map(fn) -> dict[str, object]:
-        out = {}
+    def callee_list(fn) -> list:
+        """Per binding (in order): the PrimFunc GlobalVar it calls after legalization, or None."""
+        out = []
         for block in fn.body.blocks:
             for b in block.bindings:
                 v = b.value
-                if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op) and v.op.name == "relax.call_tir":
-                    out[b.var.name] = v.args[0]
+                is_tir = isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op) and v.op.name == "relax.call_tir"
+                out.append(v.args[0] if is_tir else None)
         return out
 
-    legal_callee = callee_map(legal[function])
+    legal_callee = callee_list(legal[function])
+    n_bindings = sum(len(block.bindings) for block in mod[function].body.blocks)
+    if len(legal_callee) != n_bindings:  # LegalizeOps maps bindings one to one; anything else: no FLOPs
+        logger.warning("LegalizeOps changed the number of bindings of %s; FLOP estimates skipped", function)
+        legal_callee = [None] * n_bindings
     flops_cache: dict[str, float] = {}
 
-    def flops_of(var_name: str, gv_module) -> tuple[float, str]:
-        gv = legal_callee.get(var_name)
+    def flops_of(position: int, gv_module) -> tuple[float, str]:
+        gv = legal_callee[position]
         if gv is None:
             return 0.0, ""
         key = gv.name_hint
@@ -211,10 +224,13 @@ def from_relax(
     producers: dict[object, list[int]] = {}
     node_names, node_ops, costs, sizes, edges = [], [], [], [], []
     measured = 0
+    position = -1
+    taken: set[str] = set()
     for block in fn.body.blocks:
         for b in block.bindings:
+            position += 1
             var, val = b.var, b.value
-            if isinstance(val, relax.Call) and isinstance(val.op, (tvm.ir.Op, tvm.ir.GlobalVar)):
+            if _is_node(val):
                 i = len(node_names)
                 op_name = val.op.name if isinstance(val.op, tvm.ir.Op) else val.op.name_hint
                 args = list(val.args)
@@ -235,7 +251,7 @@ def from_relax(
                     except GraphError:
                         pass
                 out_b = _type_bytes(var.ty, f"binding {var.name} ({op_name})")
-                fl, func_name = flops_of(var.name, legal)
+                fl, func_name = flops_of(position, legal)
                 if op_name.startswith("call_tir:"):
                     try:
                         fl = float(estimate_tir_flops(tvm.IRModule({"main": mod[args[0]]})))
@@ -250,7 +266,10 @@ def from_relax(
                     measured += 1
                 else:
                     c = cost.cost_us(fl, in_bytes + out_b)
-                node_names.append(var.name)
+                # binding names need not be unique (FuseOps reuses "lv"): make node names unique
+                nm = var.name if var.name not in taken else f"{var.name}#{i}"
+                taken.add(nm)
+                node_names.append(nm)
                 node_ops.append(op_name)
                 costs.append(c)
                 sizes.append(out_b)
@@ -348,20 +367,31 @@ def reorder_bindings(mod, graph: ComputationGraph, order, function: str = "main"
     if not graph.is_topological(order):
         raise GraphError("order is not a topological order of the graph; use a decoded Solution.order")
     fn = mod[function]
-    rank = {graph.names[v]: k for k, v in enumerate(list(order))}
+    rank_of = np.empty(graph.n, dtype=np.int64)
+    rank_of[np.asarray(order, dtype=np.int64)] = np.arange(graph.n)
     blocks = []
-    seen_nodes = 0
+    node = 0
     for block in fn.body.blocks:
         bindings = list(block.bindings)
-        defined_here = {b.var.name for b in bindings}
-        nodes = sorted((b for b in bindings if b.var.name in rank), key=lambda b: rank[b.var.name])
-        seen_nodes += len(nodes)
-        others = [b for b in bindings if b.var.name not in rank]
-        emitted: set[str] = set()
+        defined_here = {id(b.var): b for b in bindings}
+        keyed = []
+        others = []
+        for b in bindings:
+            if _is_node(b.value):
+                if node >= graph.n:
+                    raise GraphError(f"{function!r} has more operator calls than the graph's {graph.n} nodes; "
+                                     "reorder the module the graph was imported from")
+                keyed.append((int(rank_of[node]), b))
+                node += 1
+            else:
+                others.append(b)
+        nodes = [b for _, b in sorted(keyed, key=lambda t: t[0])]
+        emitted: set = set()
         out = []
+        defined_vars = {b.var for b in bindings}
 
         def ready(b):
-            return all(v.name in emitted or v.name not in defined_here for v in relax.analysis.free_vars(b.value))
+            return all(v in emitted or v not in defined_vars for v in relax.analysis.free_vars(b.value))
 
         def flush():
             progress = True
@@ -370,23 +400,24 @@ def reorder_bindings(mod, graph: ComputationGraph, order, function: str = "main"
                 for b in list(others):
                     if ready(b):
                         out.append(b)
-                        emitted.add(b.var.name)
+                        emitted.add(b.var)
                         others.remove(b)
                         progress = True
 
         flush()
         for b in nodes:
             if not ready(b):
-                raise GraphError(f"binding {b.var.name} would run before its inputs; was the graph imported from this module?")
+                raise GraphError(f"binding {b.var.name} would run before its inputs; was the graph imported "
+                                 "from this module?")
             out.append(b)
-            emitted.add(b.var.name)
+            emitted.add(b.var)
             flush()
         if others:
             raise GraphError(f"bindings {[b.var.name for b in others]} could not be placed; graph and module differ")
         cls = relax.DataflowBlock if isinstance(block, relax.DataflowBlock) else relax.BindingBlock
         blocks.append(cls(out, block.span))
-    if seen_nodes != graph.n:
-        raise GraphError(f"graph has {graph.n} nodes but {function!r} binds {seen_nodes} of them; "
+    if node != graph.n:
+        raise GraphError(f"graph has {graph.n} nodes but {function!r} has {node} operator calls; "
                          "reorder the module the graph was imported from")
     new_fn = relax.Function(fn.params, relax.SeqExpr(blocks, fn.body.body, fn.body.span), fn.ret_ty, fn.is_pure,
                             fn.attrs, fn.span)

@@ -167,3 +167,23 @@ def test_fused_import_has_one_node_per_fused_kernel():
     assert fused.n < plain.n
     assert all(op.startswith("call_tir:") for op in fused.ops)
     assert any("fused_" in op for op in fused.ops)  # batch_norm + relu fused
+
+
+def test_reorder_bindings_hands_the_order_back_to_tvm(tiny_mod):
+    import tvm
+    from tvm import relax
+
+    from release.graph.relax_import import reorder_bindings
+
+    g = from_relax(tiny_mod)
+    order = [4, 5, 6, 7, 0, 1, 2, 3, 8, 9, 10, 11]  # second branch first
+    new = reorder_bindings(tiny_mod, g, order)
+    g2 = from_relax(new)
+    assert g2.names == [g.names[v] for v in order]
+    # the reordered module still compiles and computes what PyTorch computes
+    model, inputs = build_model("tiny")
+    vm = relax.VirtualMachine(tvm.compile(new, target=tvm.target.Target({"kind": "llvm"})), tvm.cpu())
+    out = vm["main"](tvm.runtime.tensor(inputs[0].numpy()))
+    assert np.allclose(out[0].numpy(), model(inputs[0]).detach().numpy(), atol=1e-5)
+    with pytest.raises(GraphError, match="not a topological order"):
+        reorder_bindings(tiny_mod, g, [8] + list(range(8)) + [9, 10, 11])
