@@ -132,8 +132,9 @@ def _optimize(args) -> int:
         impr = 100.0 * (given_obj - obj) / given_obj if given_obj > 0 else 0.0
         feas = "" if vio <= 0 else f" INFEASIBLE (+{vio:.0f} bytes over limit)"
         extra = f" [{status}]" if status else ""
+        rate_s = f"{rate:9.0f}" if evals > 1 else f"{'-':>9s}"
         print(f"{name:12s} {obj:14.1f} {unit}  {impr:+6.2f}% vs given  {evals:6d} evals  "
-              f"{rate:9.0f} evals/s  {secs:6.2f} s{feas}{extra}")
+              f"{rate_s} evals/s  {secs:6.2f} s{feas}{extra}")
         results[name] = {"objective": obj, "violation": vio, "evaluations": evals, "seconds": secs,
                          "improvement_over_given_pct": impr, "solution": sol.to_dict(graph)}
     if args.out:
