@@ -99,8 +99,7 @@ def test_splits_never_repeat_a_topology():
     assert ds.rejected_duplicates > 0
     # the test split does not depend on the training-set size
     ds2 = make_splits(2, 3, 3, SyntheticConfig(n_nodes=4, width=2, control_density=0.0), seed=1)
-    assert [g.topology_hash() for g in ds2.test] == hashes[-3:][::1] or \
-        [g.name for g in ds2.test] == [g.name for g in ds.test]
+    assert [g.name for g in ds2.test] == [g.name for g in ds.test]
 
 
 def test_splits_too_few_topologies_is_an_error():
