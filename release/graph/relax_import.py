@@ -14,9 +14,11 @@ Function parameters and constants are not nodes (weights live outside the schedu
   (reference/tvm-0.27.md: tuned conv2d layers ran at 31-46 GFLOPS here);
 * measured latencies (``latencies=``): a dict or JSON file mapping a node name (binding variable, e.g.
   ``"lv3"``) or the name of its legalized PrimFunc (e.g. ``"conv2d"``, ``"add1"``) to microseconds; a
-  ``.jsonl`` tuning log of records ``{"name"|"func"|"task": str, "latency_us": float}`` or
-  ``{..., "run_secs": [float, ...]}`` (mean of ``run_secs``; the best record per name wins). Nodes not in the
-  log fall back to the roofline estimate.
+  ``.jsonl`` tuning log of records ``{"name"|"func"|"task": str, "latency_us": float}``,
+  ``{..., "run_secs": [s, ...]}`` or this project's tuning log (:mod:`release.measure.records`: ``name``,
+  ``task``, ``costs`` in seconds, ``error_kind``); means of the run times, failed records skipped, the best
+  record per name wins. With ``fused=True`` imports, MetaSchedule task names equal the fused PrimFunc names.
+  Nodes not in the log fall back to the roofline estimate.
 """
 
 from __future__ import annotations
@@ -128,16 +130,21 @@ def load_latencies(path: str | Path) -> dict[str, float]:
             rec = json.loads(line)
         except json.JSONDecodeError:
             raise GraphError(f"latency log {str(path)!r} line {line_no} is not JSON") from None
-        name = rec.get("name") or rec.get("func") or rec.get("task")
-        if name is None:
+        if not isinstance(rec, dict) or rec.get("error_kind"):
+            continue  # failed measurement
+        names = [rec.get(k) for k in ("name", "func", "task") if rec.get(k)]
+        if not names:
             continue
         if "latency_us" in rec:
             lat = float(rec["latency_us"])
         elif rec.get("run_secs"):
             lat = float(np.mean(rec["run_secs"])) * 1e6
+        elif rec.get("costs"):  # release.measure.records.Record: costs in seconds
+            lat = float(np.mean(rec["costs"])) * 1e6
         else:
             continue
-        out[str(name)] = min(lat, out.get(str(name), np.inf))
+        for name in names:
+            out[str(name)] = min(lat, out.get(str(name), np.inf))
     if not out:
         raise GraphError(
             f"latency log {str(path)!r} has no record with a name and 'latency_us' or 'run_secs'"

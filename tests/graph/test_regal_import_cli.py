@@ -49,6 +49,13 @@ def test_tiny_model_measured_latencies_override_estimates(tiny_mod, tmp_path):
     log.write_text('{"name": "lv", "run_secs": [0.001, 0.003]}\n{"name": "lv", "latency_us": 1500}\n')
     assert load_latencies(log) == {"lv": 1500.0}
     assert from_relax(tiny_mod, latencies=str(log)).cost[0] == 1500.0
+    # this project's tuning log (release.measure.records): costs in seconds, failed records skipped
+    rec = tmp_path / "tune.jsonl"
+    rec.write_text('{"task": "t1", "name": "conv2d", "costs": [1e-4, 3e-4], "error_kind": ""}\n'
+                   '{"task": "t1", "name": "conv2d", "costs": [], "error_kind": "build"}\n')
+    lat = load_latencies(rec)
+    assert lat["conv2d"] == pytest.approx(200.0) and lat["t1"] == pytest.approx(200.0)
+    assert from_relax(tiny_mod, latencies=lat).cost[0] == pytest.approx(200.0)
     g2 = from_relax(tiny_mod, cost=CostConfig(gflops=5.0, overhead_us=0.0))
     assert g2.cost[0] == pytest.approx(27648 / 5e3)
 
