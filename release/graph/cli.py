@@ -21,7 +21,7 @@ from ..errors import GraphError
 
 logger = logging.getLogger(__name__)
 
-METHOD_CHOICES = ("brkga", "tuned-brkga", "random", "local", "greedy", "given", "exact")
+METHOD_CHOICES = ("brkga", "tuned-brkga", "regal", "random", "local", "greedy", "given", "exact")
 
 
 def load_graph(spec: str, nodes: int = 30, width: int = 4, gflops: float = 50.0, latencies: str | None = None,
@@ -114,7 +114,22 @@ def _optimize(args) -> int:
             chrom, obj, vio, evals, status = ex.chromosome, ex.objective, 0.0, 0, ex.status
         else:
             kw = {}
-            if name == "tuned-brkga":
+            if name == "regal":
+                from .policy import load_policy, policy_action, shipped_checkpoint
+
+                ck = args.checkpoint or shipped_checkpoint(args.objective)
+                policy, meta = load_policy(ck)
+                t_pol = time.perf_counter()
+                act = policy_action(policy, graph)
+                params = act.brkga_params(policy.cfg, devices)
+                logger.info("regal policy %s: inference %.3f s", ck, time.perf_counter() - t_pol)
+                from .brkga import brkga
+
+                r = brkga(model, budget, seed=args.seed, **params)
+                r.method = "regal"
+                chrom, obj, vio, evals, status = (r.best_chromosome, r.best_objective, r.best_violation,
+                                                  r.evaluations, "")
+            elif name == "tuned-brkga":
                 from .synthetic import SyntheticConfig, make_splits
 
                 train = make_splits(args.tune_graphs, 0, 0, SyntheticConfig(n_nodes=graph.n, width=args.width),
@@ -123,8 +138,10 @@ def _optimize(args) -> int:
                                   rho=(0.6, 0.8))
                 kw["config"] = tune_brkga(train, args.objective, devices, budget, grid, args.seed, mkw).best
                 logger.info("tuned BRKGA config: %s", kw["config"])
-            r = run_method(name, model, budget, args.seed, **kw)
-            chrom, obj, vio, evals, status = r.best_chromosome, r.best_objective, r.best_violation, r.evaluations, ""
+            if name != "regal":
+                r = run_method(name, model, budget, args.seed, **kw)
+                chrom, obj, vio, evals, status = (r.best_chromosome, r.best_objective, r.best_violation,
+                                                  r.evaluations, "")
             assert model.evaluations <= budget
         secs = time.perf_counter() - t0
         sol = PerformanceModel(graph, devices, args.objective, **mkw).decode(chrom)
@@ -147,6 +164,54 @@ def _optimize(args) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(out, indent=1, default=float))
         print(f"wrote {args.out}")
+    return 0
+
+
+def training_graphs(spec: str, nodes: int, width: int, edge_density: float, data_seed: int):
+    """``N`` -> the train split of :func:`make_splits` (N graphs; the test split, generated first, is held out);
+    otherwise comma-separated graph specs as for ``--graph``."""
+    from .synthetic import SyntheticConfig, make_splits
+
+    try:
+        count = int(spec)
+    except ValueError:
+        return [load_graph(s.strip(), nodes, width) for s in spec.split(",") if s.strip()]
+    if count <= 0:
+        raise GraphError(f"--graphs must be a positive count or a list of graphs, got {count}")
+    cfg = SyntheticConfig(n_nodes=nodes, width=width, edge_density=edge_density)
+    return make_splits(count, 0, HELD_OUT_TEST, cfg, seed=data_seed).train
+
+
+#: Test graphs generated (and skipped) before the training split, so the two never share a topology.
+HELD_OUT_TEST = 100
+
+
+def _train(args) -> int:
+    import sys
+
+    from .train import TrainConfig, train
+
+    steps = _positive_int("--steps")(args.steps)
+    budget = _positive_int("--budget")(args.budget)
+    workers = _positive_int("--workers")(args.workers)
+    devices = _positive_int("--devices")(args.devices) if args.devices else (2 if args.objective == "runtime" else 1)
+    graphs = training_graphs(args.graphs, args.nodes, args.width, args.edge_density, args.data_seed)
+    cfg = TrainConfig(objective=args.objective, devices=devices, budget=budget, steps=steps,
+                      batch_graphs=args.batch_graphs, samples=args.samples, lr=args.lr, entropy=args.entropy,
+                      workers=workers, seed=args.seed)
+    cfg.validate()
+    print(f"training on {len(graphs)} graphs ({graphs[0].n} nodes first), objective {args.objective}, "
+          f"{devices} device(s), budget {budget}, {steps} steps, {workers} worker(s)")
+    t0 = time.perf_counter()
+
+    def progress(step, total, rec):
+        print(f"step {step:4d}/{total}  reward {rec['reward']:+.4f}  best {rec['reward_max']:+.4f}  "
+              f"entropy {rec['entropy']:.3f}  {rec['seconds']:.1f} s  ({time.perf_counter() - t0:.0f} s)", flush=True)
+
+    meta = {"command": "release regal " + " ".join(sys.argv[sys.argv.index("train"):]) if "train" in sys.argv
+            else "release regal train"}
+    _, state = train(graphs, cfg, args.out, resume=not args.no_resume, progress=progress, meta=meta)
+    print(f"wrote {args.out} (step {state.step}, {state.seconds:.0f} s of training)")
     return 0
 
 
@@ -190,8 +255,31 @@ def register(subparsers) -> None:
     o.add_argument("--exact-time-limit", type=float, default=30.0, help="CP-SAT time limit, s (default 30)")
     o.add_argument("--exact-states", type=int, default=2_000_000, help="frontier-DP state cap (default 2e6)")
     o.add_argument("--tune-graphs", type=int, default=4, help="synthetic training graphs for tuned-brkga")
+    o.add_argument("--checkpoint", default=None,
+                   help="policy checkpoint for --method regal (default: the one shipped for --objective)")
     o.add_argument("--out", default=None, help="write every method's solution as JSON here")
     o.set_defaults(func=_optimize)
+
+    t = sub.add_parser("train", help="train REGAL's policy (GNN + REINFORCE) on synthetic or given graphs")
+    t.add_argument("--objective", choices=("peak-memory", "runtime"), default="peak-memory")
+    t.add_argument("--devices", default=None, help="devices (default: 1 for peak-memory, 2 for runtime)")
+    t.add_argument("--graphs", default="32", help="N synthetic training graphs, or comma-separated graph specs "
+                   "(PATH, synthetic:SEED, model:NAME); default 32")
+    t.add_argument("--nodes", type=int, default=40, help="nodes per synthetic graph (default 40)")
+    t.add_argument("--width", type=int, default=8, help="largest layer of a synthetic graph (default 8)")
+    t.add_argument("--edge-density", type=float, default=0.15, help="synthetic extra-edge density (default 0.15)")
+    t.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic splits (default 0)")
+    t.add_argument("--steps", default="150", help="policy-gradient steps (default 150)")
+    t.add_argument("--budget", default="1000", help="BRKGA evaluations per run (default 1000)")
+    t.add_argument("--batch-graphs", type=int, default=4, help="graphs per step (default 4)")
+    t.add_argument("--samples", type=int, default=4, help="sampled choice sets per graph and step (default 4)")
+    t.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
+    t.add_argument("--entropy", type=float, default=0.01, help="entropy bonus weight (default 0.01)")
+    t.add_argument("--workers", default="1", help="processes running BRKGA (default 1)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--out", required=True, help="checkpoint path (.pt); resumed when it exists")
+    t.add_argument("--no-resume", action="store_true", help="start over even when --out exists")
+    t.set_defaults(func=_train)
 
     e = sub.add_parser("export", help="write a graph (synthetic or imported model) as JSON")
     _add_graph_args(e)
