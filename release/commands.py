@@ -44,6 +44,31 @@ def register(subparsers) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_tune)
 
+    p = subparsers.add_parser("tune-model", help="tune every task of a model and compile it",
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", default="resnet18",
+                   help="built-in model (resnet18, vgg16, alexnet, mobilenet_v2, bert-base-layer, tiny-cnn) or an .onnx file")
+    p.add_argument("--target", default="llvm", help="'llvm' (this CPU) or a JSON dict")
+    p.add_argument("--tuner", default="random", help="tuner for every task (see `release tune --help`)")
+    p.add_argument("--n-trial", type=int, default=2000, help="measured configs over all tasks")
+    p.add_argument("--scheduler", default="gradient", choices=["gradient", "round-robin"], help="task scheduler")
+    p.add_argument("--log", default=None, help="JSON-lines log shared by all tasks (resumed if it exists)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compare", default="untuned,torch",
+                   help="comma list of baselines to time: untuned, torch, ms (MetaSchedule tune_relax, same budget)")
+    p.add_argument("--runner", choices=["local", "rpc"], default="local")
+    p.add_argument("--rpc-key", default=None)
+    p.add_argument("--rpc-host", default="127.0.0.1")
+    p.add_argument("--rpc-port", type=int, default=9190)
+    p.add_argument("--n-parallel", type=int, default=None)
+    p.add_argument("--number", type=int, default=4)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--min-repeat-ms", type=int, default=50)
+    p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--build-timeout", type=float, default=30.0)
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_tune_model)
+
 
 def cmd_workloads(args) -> int:
     from .workloads import list_workloads
@@ -148,4 +173,55 @@ def _check_best(task, log) -> int:
         print(f"check    FAILED: {e}", file=sys.stderr)
         return 1
     print(f"check    best kernel (compile_tir from the log) matches the reference: max abs error {err:.2e}")
+    return 0
+
+
+def cmd_tune_model(args) -> int:
+    from . import model as M
+    from .measure import apply_history_best
+    from .target import resolve_target
+    from .tuners import TUNERS
+
+    if args.n_trial is None or args.n_trial < 1:
+        raise TunerError(f"--n-trial {args.n_trial} must be a positive integer")
+    if args.tuner not in TUNERS:
+        raise TunerError(f"unknown tuner {args.tuner!r}; choose one of: {', '.join(TUNERS)}")
+    compare = [c for c in args.compare.split(",") if c]
+    bad = [c for c in compare if c not in ("untuned", "torch", "ms")]
+    if bad:
+        raise TunerError(f"unknown --compare entries {bad}; use untuned, torch, ms")
+    target = resolve_target(args.target)
+    option = make_measure_option(args)
+    option["runner"].check_device(target)
+    t0 = time.time()
+    model = M.load_model(args.model)
+    tasks = M.extract_tasks(model, target)
+    print(f"model    {model.name}: {len(tasks)} tunable tasks, "
+          f"{sum(t.flop * t.weight for t in tasks) / 1e9:.2f} GFLOP per inference ({time.time() - t0:.1f} s to extract)")
+    log = args.log or os.path.join("runs", f"{os.path.basename(args.model)}.{args.tuner}.jsonl")
+    res = M.tune_model(tasks, args.n_trial, log, tuner=args.tuner, scheduler=args.scheduler,
+                       measure_option=option, seed=args.seed, progress=not args.no_progress)
+    option["builder"].close()
+    print(f"{'task':<48} {'weight':>6} {'trials':>6} {'best ms':>9} {'GFLOPS':>8}")
+    for row in res.table():
+        print(f"{row['task'][:48]:<48} {row['weight']:>6} {row['trials']:>6} {row['best_ms']:>9.4f} {row['gflops']:>8.2f}")
+    db = apply_history_best(log).database(tasks)
+    ex = M.compile_model(model, target, db)
+    tuned = M.evaluate(model, ex)
+    print(f"tuned    {tuned['latency_ms']:.3f} ms end to end (ReLeASE {args.tuner}, {args.n_trial} trials, "
+          f"{res.wall_s:.0f} s tuning); output matches the reference (max abs error {tuned['max_abs_err']:.1e})")
+    if "untuned" in compare:
+        un = M.evaluate(model, M.compile_model(model, target), check=False)
+        print(f"untuned  {un['latency_ms']:.3f} ms (TVM default schedules)")
+    if "ms" in compare:
+        import tempfile
+
+        work = tempfile.mkdtemp(prefix="release-ms-")
+        msdb, ms_wall = M.tune_with_metaschedule(model, target, args.n_trial, work, number=args.number,
+                                                 repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                                                 n_parallel=args.n_parallel, seed=args.seed)
+        msr = M.evaluate(model, M.compile_model(model, target, msdb), check=False)
+        print(f"ms       {msr['latency_ms']:.3f} ms (MetaSchedule tune_relax, {args.n_trial} trials, {ms_wall:.0f} s tuning)")
+    if "torch" in compare:
+        print(f"torch    {M.torch_latency_ms(model):.3f} ms (PyTorch eager, same CPU)")
     return 0

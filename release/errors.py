@@ -45,3 +45,7 @@ class TunerError(ReleaseError):
 
 class GraphError(ReleaseError):
     """Bad computation graph or graph-optimization input (REGAL): cycle, negative cost, dangling edge, ..."""
+
+
+class ModelError(ReleaseError):
+    """A model that cannot be imported: export failure, unsupported operator, bad ONNX file."""

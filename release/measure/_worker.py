@@ -33,3 +33,13 @@ def build(mod, target_json: str) -> tuple[str, float]:
     path = os.path.join(tempfile.mkdtemp(prefix="release-build-"), "mod." + tar.output_format)
     lib.export_library(path, fcompile=tar)
     return path, time.perf_counter() - t0
+
+
+def ms_build(mod, target, _params=None):
+    """MetaSchedule ``f_build`` signature ``(mod, target, params) -> Module``: ``default_build``
+    without the tensor-intrinsic import (for ``tune_tir`` / ``tune_relax`` comparators)."""
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm_build(mod, target=target)

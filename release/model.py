@@ -1,0 +1,444 @@
+"""Whole-model tuning: PyTorch or ONNX in, tasks extracted, tuned across tasks, a compiled model out.
+
+Pipeline (each step is TVM's own machinery):
+
+1. :func:`load_model`: ``torch.export`` + ``tvm.relax.frontend.torch.from_exported_program``, or
+   ``tvm.relax.frontend.onnx.from_onnx``; weights detached as ``params``.
+2. :func:`extract_tasks`: the module is prepared as ``compile_relax`` prepares it (library
+   dispatch, ``LegalizeOps``, ``AnnotateTIROpPattern``, ``FoldConstant``, ``FuseOps``,
+   ``FuseTIR``), then MetaSchedule's ``extract_tasks`` gives the fused TIR functions with their
+   weights (how many times each runs); each becomes a :class:`release.task.Task`.
+3. :func:`tune_model`: a task scheduler (:mod:`release.scheduler`) splits the trial budget; each
+   task has its own tuner; all records go to one log (resumable).
+4. :func:`compile_model`: MetaSchedule's ``compile_relax`` with a database of each task's best
+   record; :func:`evaluate` checks outputs against PyTorch and times the VM.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import ModelError, ReleaseError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Model:
+    """A Relax model with detached weights.
+
+    Attributes
+    ----------
+    name : str
+    mod : tvm.IRModule
+        Relax module; ``main`` takes the inputs then the weights (``attrs["num_input"]``).
+    params : dict[str, tvm.runtime.Tensor]
+        Weights by parameter name (for ``BindParams`` / ``compile_relax``).
+    inputs : list[np.ndarray]
+        Example inputs.
+    torch_module : torch.nn.Module or None
+        The source module (for reference outputs and PyTorch timing).
+    """
+
+    name: str
+    mod: Any
+    params: dict
+    inputs: list
+    torch_module: Any = None
+    onnx_path: str | None = None
+
+    def reference(self) -> list[np.ndarray]:
+        """Outputs of the source model on :attr:`inputs` (PyTorch, or onnx's reference evaluator)."""
+        if self.torch_module is not None:
+            import torch
+
+            with torch.no_grad():
+                out = self.torch_module(*[torch.from_numpy(x) for x in self.inputs])
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            return [o.detach().numpy() for o in outs]
+        if self.onnx_path is not None:
+            from onnx.reference import ReferenceEvaluator
+
+            import onnx
+
+            sess = ReferenceEvaluator(onnx.load(self.onnx_path))
+            names = [i.name for i in sess.proto_.graph.input]
+            return list(sess.run(None, dict(zip(names, self.inputs))))
+        raise ModelError(f"model {self.name} has no reference implementation")
+
+
+def _detach(mod, name: str) -> tuple[Any, dict]:
+    from tvm import relax
+
+    mod, params = relax.frontend.detach_params(mod)
+    func = mod["main"]
+    n_in = int(func.attrs["num_input"]) if func.attrs and "num_input" in func.attrs else 0
+    weights = params.get("main", [])
+    names = [v.name for v in func.params[n_in:]]
+    if len(names) != len(weights):
+        raise ModelError(f"model {name}: {len(weights)} weights for {len(names)} weight parameters")
+    return mod, dict(zip(names, weights))
+
+
+def from_pytorch(module, example_inputs: Sequence, name: str = "model") -> Model:
+    """Import a PyTorch ``nn.Module`` through ``torch.export`` and TVM's Relax frontend.
+
+    Raises
+    ------
+    ModelError
+        ``torch.export`` fails, or TVM's frontend has no converter for an operator (named).
+    """
+    import torch
+    from tvm.relax.frontend.torch import from_exported_program
+
+    module = module.eval()
+    inputs = tuple(example_inputs)
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(module, inputs)
+    except Exception as err:  # noqa: BLE001 - torch raises many kinds
+        raise ModelError(f"model {name} does not export with torch.export: {_first(err)}") from None
+    try:
+        mod = from_exported_program(ep, keep_params_as_input=True)
+    except Exception as err:  # noqa: BLE001
+        msg = _last(err)
+        raise ModelError(f"model {name} uses an operator TVM's Relax frontend does not support: {msg}") from None
+    mod, params = _detach(mod, name)
+    return Model(name, mod, params, [x.detach().numpy() for x in inputs], torch_module=module)
+
+
+def from_onnx(path: str, input_shapes: dict[str, Sequence[int]] | None = None, seed: int = 0) -> Model:
+    """Import an ONNX file through ``tvm.relax.frontend.onnx``; inputs are random (seeded).
+
+    Raises
+    ------
+    ModelError
+        Missing file, a file that does not parse as ONNX, or an unsupported operator.
+    """
+    if not os.path.exists(path):
+        raise ModelError(f"ONNX file {path} does not exist")
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - onnx is a dependency
+        raise ModelError("the onnx package is not installed: pip install onnx") from None
+    try:
+        proto = onnx.load(path)
+        onnx.checker.check_model(proto)
+    except Exception as err:  # noqa: BLE001
+        raise ModelError(f"ONNX file {path} does not parse: {_last(err)}") from None
+    from tvm.relax.frontend.onnx import from_onnx as tvm_from_onnx
+
+    shapes = dict(input_shapes or {})
+    init = {i.name for i in proto.graph.initializer}
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for inp in proto.graph.input:
+        if inp.name in init:
+            continue
+        dims = shapes.get(inp.name) or [d.dim_value for d in inp.type.tensor_type.shape.dim]
+        if not dims or any(int(d) <= 0 for d in dims):
+            raise ModelError(f"ONNX input {inp.name} has a dynamic shape; give input_shapes={{'{inp.name}': [...]}}")
+        shapes[inp.name] = [int(d) for d in dims]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(inp.type.tensor_type.elem_type)
+        inputs.append(rng.standard_normal(shapes[inp.name]).astype(dtype))
+    try:
+        mod = tvm_from_onnx(proto, shape_dict=shapes, keep_params_in_input=True)
+    except Exception as err:  # noqa: BLE001
+        raise ModelError(f"ONNX file {path} uses an operator TVM's Relax frontend does not support: {_last(err)}") from None
+    mod, params = _detach(mod, os.path.basename(path))
+    return Model(os.path.basename(path), mod, params, inputs, onnx_path=path)
+
+
+def load_model(spec, example_inputs: Sequence | None = None) -> Model:
+    """A built-in model name (:mod:`release.zoo`), an ``.onnx`` path, or a PyTorch module + inputs."""
+    if isinstance(spec, str):
+        if spec.endswith(".onnx"):
+            return from_onnx(spec)
+        from . import zoo
+
+        module, inputs = zoo.build(spec)
+        return from_pytorch(module, inputs, name=spec)
+    if example_inputs is None:
+        raise ModelError("a PyTorch module needs example_inputs")
+    return from_pytorch(spec, example_inputs, name=type(spec).__name__)
+
+
+def prepare(mod, params: dict, target):
+    """Bind weights and lower as ``compile_relax`` does before applying a database."""
+    import tvm
+    from tvm import relax
+    from tvm.relax import pipeline as relax_pipeline
+
+    from .target import ensure_tensor_intrinsics
+
+    ensure_tensor_intrinsics(target)
+    if params:
+        mod = relax.transform.BindParams("main", params)(mod)
+    try:
+        dispatch = relax_pipeline.library_dispatch_passes(target)
+    except (ValueError, AttributeError):
+        dispatch = []
+    seq = tvm.transform.Sequential([*dispatch, relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+                                    relax.transform.FoldConstant(), relax.transform.FuseOps(),
+                                    relax.transform.FuseTIR()])
+    with target:
+        return seq(mod)
+
+
+def extract_tasks(model: Model, target) -> list:
+    """Tuning tasks of ``model`` (MetaSchedule's Relax task extraction), heaviest first.
+
+    Returns
+    -------
+    list[release.task.Task]
+        ``task.weight`` = how many times it runs per inference; ``task.flop`` per run. Tasks
+        whose knob space has no knob (reshapes and the like) are dropped.
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    from .errors import SpaceError
+    from .target import resolve_target
+    from .task import Task
+
+    target = resolve_target(target)
+    mod = prepare(model.mod, model.params, target)
+    tasks = []
+    for et in ms.relax_integration.extract_tasks(mod, target):
+        t = Task(et.dispatched[0], target, name=f"{model.name}.{et.task_name}", weight=int(et.weight))
+        try:
+            t.config_space  # noqa: B018 - builds the space; drops knob-less tasks
+        except SpaceError:
+            logger.info("task %s has no knob to tune; left to TVM's default schedule", t.name)
+            continue
+        tasks.append(t)
+    tasks.sort(key=lambda t: -t.flop * t.weight)
+    return tasks
+
+
+@dataclass
+class TuneModelResult:
+    """Outcome of :func:`tune_model`: per-task best records and time split."""
+
+    tasks: list
+    tuners: dict = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    def table(self) -> list[dict]:
+        rows = []
+        for t in self.tasks:
+            tu = self.tuners.get(t.key)
+            rows.append(dict(task=t.name, weight=t.weight, gflop=t.flop / 1e9, trials=tu.trials if tu else 0,
+                             best_ms=(tu.best_cost * 1e3 if tu and tu.best_config else float("nan")),
+                             gflops=(tu.best_gflops if tu else 0.0)))
+        return rows
+
+
+def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", scheduler: str = "gradient",
+               measure_option: dict | None = None, chunk: int | None = None, seed: int = 0,
+               progress: bool = True, tuner_kwargs: dict | None = None) -> TuneModelResult:
+    """Tune ``tasks`` with a total budget of ``n_trial`` measurements, resumable from ``log``.
+
+    Parameters
+    ----------
+    tasks : list[Task]
+        From :func:`extract_tasks`.
+    n_trial : int
+        Total measured configs over all tasks (resumed records count).
+    log : str
+        JSON-lines log shared by all tasks; records already there are resumed per task.
+    tuner : str
+        Tuner name (``release.tuners.TUNERS``) used for every task.
+    scheduler : str
+        ``"round-robin"`` or ``"gradient"`` (Ansor / MetaSchedule's gradient-based scheduler).
+    chunk : int, optional
+        Trials given to a task per scheduling step (default: the builder's ``n_parallel`` x 4, at least 8).
+    """
+    from .errors import TunerError
+    from .measure import measure_option as make_option
+    from .measure.records import log_to_file
+    from .scheduler import make_scheduler
+    from .tuners import get_tuner
+    from .tuners.callback import progress_bar
+
+    if n_trial < 1:
+        raise TunerError(f"n_trial={n_trial} must be a positive integer")
+    if not tasks:
+        raise TunerError("the model has no tunable task")
+    own = measure_option is None
+    opt = measure_option or make_option()
+    chunk = chunk or max(8, opt["builder"].n_parallel * 4)
+    t0 = time.time()
+    logcb = log_to_file(log)
+    tuners = {t.key: get_tuner(tuner, t, seed=seed, **(tuner_kwargs or {})) for t in tasks}
+    for t in tasks:  # resume every task from the shared log
+        tuners[t.key].load_history(logcb.load(t))
+    sched = make_scheduler(scheduler, tasks, seed=seed)
+    used = sum(tu.trials for tu in tuners.values())
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n_trial, initial=min(used, n_trial), desc="model", unit="trial", dynamic_ncols=True)
+    try:
+        while used < n_trial:
+            alive = [i for i, t in enumerate(tasks) if tuners[t.key].has_next()]
+            if not alive:
+                break
+            i = sched.next_task([tuners[t.key] for t in tasks], alive)
+            task = tasks[i]
+            tu = tuners[task.key]
+            before = tu.trials
+            want = min(chunk, n_trial - used)
+            tu.tune(tu.trials + want, opt, callbacks=[logcb])
+            gained = tu.trials - before
+            used += gained
+            sched.observe(i, tu)
+            if bar is not None:
+                bar.update(gained)
+                bar.set_postfix_str(f"{task.name}: {tu.trials} trials, best {tu.best_cost * 1e3:.3f} ms, "
+                                    f"weight {task.weight}")
+            if gained == 0:
+                sched.exhausted(i)
+    finally:
+        if bar is not None:
+            bar.close()
+        if own:
+            opt["builder"].close()
+            opt["runner"].close()
+    return TuneModelResult(tasks, tuners, time.time() - t0)
+
+
+def compile_model(model: Model, target, database=None):
+    """Compile ``model`` with TVM's ``compile_relax`` (tuned functions from ``database``; the rest
+    scheduled by TVM's defaults). ``database=None`` gives the untuned build."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from .target import ensure_tensor_intrinsics, resolve_target
+
+    target = resolve_target(target)
+    ensure_tensor_intrinsics(target)
+    db = database if database is not None else ms.database.MemoryDatabase()
+    return ms.relax_integration.compile_relax(db, model.mod, target, model.params)
+
+
+def evaluate(model: Model, executable, number: int = 10, repeat: int = 5, check: bool = True,
+             rtol: float = 1e-3, atol: float = 1e-3) -> dict:
+    """Run ``executable`` on the model's inputs: compare with the reference and time it (CPU).
+
+    Returns
+    -------
+    dict
+        ``latency_ms`` (median of ``repeat`` means of ``number`` runs), ``max_abs_err``.
+
+    Raises
+    ------
+    ReleaseError
+        Outputs differ from the reference beyond ``rtol``/``atol``.
+    """
+    import tvm
+    from tvm import relax
+
+    dev = tvm.cpu(0)
+    vm = relax.VirtualMachine(executable, dev)
+    args = [tvm.runtime.tensor(x, dev) for x in model.inputs]
+    out = vm["main"](*args)
+    outs = _flatten(out)
+    err = 0.0
+    if check:
+        ref = model.reference()
+        if len(ref) != len(outs):
+            raise ReleaseError(f"{model.name}: {len(outs)} outputs, reference has {len(ref)}")
+        for o, r in zip(outs, ref):
+            err = max(err, float(np.max(np.abs(o - r))) if o.size else 0.0)
+            if not np.allclose(o, r, rtol=rtol, atol=atol):
+                raise ReleaseError(f"{model.name}: compiled output differs from the reference (max abs error {err:.3g})")
+    timer = vm.time_evaluator("main", dev, number=number, repeat=repeat)
+    res = timer(*args)
+    return {"latency_ms": float(np.median(res.results)) * 1e3, "max_abs_err": err}
+
+
+def torch_latency_ms(model: Model, number: int = 10, repeat: int = 5) -> float:
+    """Median latency (ms) of the PyTorch module in eager mode on this CPU."""
+    import torch
+
+    if model.torch_module is None:
+        return float("nan")
+    xs = [torch.from_numpy(x) for x in model.inputs]
+    times = []
+    with torch.no_grad():
+        model.torch_module(*xs)
+        for _ in range(repeat):
+            t = time.perf_counter()
+            for _ in range(number):
+                model.torch_module(*xs)
+            times.append((time.perf_counter() - t) / number)
+    return float(np.median(times)) * 1e3
+
+
+def _flatten(out) -> list[np.ndarray]:
+    if hasattr(out, "numpy"):
+        return [out.numpy()]
+    res = []
+    for o in out:
+        res.extend(_flatten(o))
+    return res
+
+
+def _first(err: BaseException) -> str:
+    lines = [l.strip() for l in str(err).strip().splitlines() if l.strip()]
+    return (lines[0] if lines else type(err).__name__)[:400]
+
+
+def _last(err: BaseException) -> str:
+    lines = [l.strip() for l in str(err).strip().splitlines() if l.strip()]
+    return (lines[-1] if lines else type(err).__name__)[:400]
+
+
+def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, number: int = 4, repeat: int = 3,
+                           min_repeat_ms: int = 50, n_parallel: int | None = None, seed: int = 0):
+    """MetaSchedule's own ``tune_relax`` (evolutionary search, XGBoost model, gradient scheduler)
+    with the same total budget, the fast build function and the same evaluator settings.
+
+    Returns
+    -------
+    (database, wall_seconds)
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    from .measure import _worker
+    from .target import ensure_tensor_intrinsics, host_cores, resolve_target
+
+    target = resolve_target(target)
+    ensure_tensor_intrinsics(target)
+    mod = prepare(model.mod, model.params, target)
+    for name in ("tvm.s_tir.meta_schedule", "tvm.meta_schedule"):
+        logging.getLogger(name).setLevel(logging.WARNING)  # its per-iteration XGBoost DEBUG lines
+    builder = ms.builder.LocalBuilder(f_build=_worker.ms_build, max_workers=n_parallel or host_cores(),
+                                      timeout_sec=120, initializer=_ms_init(target))
+    runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(
+        number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False))
+    n_tasks = max(1, len(ms.relax_integration.extract_tasks(mod, target)))
+    per_iter = int(min(64, max(8, n_trial // (4 * n_tasks))))  # so a small budget still reaches every task
+    t0 = time.time()
+    db = ms.relax_integration.tune_relax(mod, None, target, work_dir, max_trials_global=n_trial,
+                                         num_trials_per_iter=per_iter, builder=builder, runner=runner, seed=seed)
+    return db, time.time() - t0
+
+
+def _ms_init(target):
+    from .target import target_to_json
+
+    tj = target_to_json(target)
+
+    def init():
+        from release.measure._worker import init_worker
+
+        init_worker(tj)
+
+    return init

@@ -1,0 +1,136 @@
+"""Whole-model tuning: import, task extraction, tuning across tasks, compile, check against PyTorch."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from release import model as M
+from release.errors import ModelError, TunerError
+from release.measure import apply_history_best, load_records
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(8 * 6 * 6, 5)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).flatten(1))
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    torch.manual_seed(0)
+    return M.from_pytorch(TwoLayers().eval(), (torch.randn(1, 3, 6, 6),), name="two-layers")
+
+
+def test_tune_tiny_pytorch_model_end_to_end(tiny_model, fast_measure, tmp_path):
+    import tvm
+    from tvm import tirx
+
+    tasks = M.extract_tasks(tiny_model, "llvm")
+    names = [t.name for t in tasks]
+    assert any("conv2d" in n for n in names) and any("matmul" in n or "dense" in n for n in names)
+    assert all(t.weight == 1 and t.flop > 0 for t in tasks)
+    log = str(tmp_path / "m.jsonl")
+    res = M.tune_model(tasks, 8, log, tuner="random", scheduler="round-robin", measure_option=fast_measure,
+                       chunk=4, progress=False)
+    recs = load_records(log)
+    assert len(recs) == 8
+    assert {r.task for r in recs} == {t.key for t in tasks}  # round robin reached every task
+    db = apply_history_best(log).database(tasks)
+    # every tuned function of the prepared module is in the database under the key compile_relax uses
+    prepared = M.prepare(tiny_model.mod, tiny_model.params, tasks[0].target)
+    tuned = [f for gv, f in prepared.functions.items() if isinstance(f, tirx.PrimFunc)
+             and any(gv.name_hint in t.name for t in tasks)]
+    assert tuned and all(db.has_workload(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}))
+                         for f in tuned)
+    out = M.evaluate(tiny_model, M.compile_model(tiny_model, "llvm", db), number=2, repeat=2)
+    assert out["max_abs_err"] < 1e-4 and out["latency_ms"] > 0
+    # resume: a larger budget measures only the difference, nothing twice
+    M.tune_model(tasks, 12, log, tuner="random", scheduler="gradient", measure_option=fast_measure, chunk=4,
+                 progress=False)
+    recs = load_records(log)
+    assert len(recs) == 12
+    assert len({(r.task, tuple(r.config)) for r in recs}) == 12
+
+
+def test_gradient_scheduler_prefers_the_heavy_task():
+    from release.scheduler import GradientBased
+
+    class T:
+        def __init__(self, w):
+            self.weight = w
+
+    class Tu:
+        def __init__(self, trials, cost):
+            self.trials, self.best_cost, self.best_config = trials, cost, (0,)
+
+    sched = GradientBased([T(1), T(10)], eps=0.0, seed=0)
+    tuners = [Tu(8, 1e-3), Tu(8, 1e-3)]
+    sched.warm = 2  # past the warm-up round
+    assert sched.next_task(tuners, [0, 1]) == 1  # same latency, 10x the weight
+    tuners = [Tu(8, 5e-2), Tu(8, 1e-3)]
+    assert sched.next_task(tuners, [0, 1]) == 0  # 50x slower outweighs 10x weight
+
+
+def test_onnx_model_imports_compiles_and_matches(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 4], list(np.linspace(-1, 1, 32)))
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])],
+                          "g", [x], [y], [w])
+    path = str(tmp_path / "ok.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    m = M.load_model(path)
+    assert list(m.params) == ["w"]
+    out = M.evaluate(m, M.compile_model(m, "llvm"), number=1, repeat=1)
+    assert out["max_abs_err"] < 1e-5
+
+
+class Fft(torch.nn.Module):
+    def forward(self, x):
+        return torch.fft.rfft(x).abs()
+
+
+class DataDependent(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 if x.sum() > 0 else x
+
+
+def test_bad_models_get_clear_errors(tmp_path):
+    with pytest.raises(ModelError, match="does not support.*fft"):
+        M.from_pytorch(Fft(), (torch.randn(4, 8),), name="fft")
+    with pytest.raises(ModelError, match="does not export with torch.export"):
+        M.from_pytorch(DataDependent(), (torch.randn(4, 8),), name="dyn")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"definitely not protobuf")
+    with pytest.raises(ModelError, match=f"ONNX file {bad} does not parse"):
+        M.load_model(str(bad))
+    with pytest.raises(ModelError, match="does not exist"):
+        M.load_model(str(tmp_path / "missing.onnx"))
+    from release.errors import WorkloadError
+
+    with pytest.raises(WorkloadError, match="unknown model 'resnet19'"):
+        M.load_model("resnet19")
+    with pytest.raises(TunerError):
+        M.tune_model([], 4, str(tmp_path / "x.jsonl"))
+
+
+def test_cli_tune_model_bad_input_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"nope")
+    p = subprocess.run([sys.executable, "-m", "release.cli", "tune-model", "--model", str(bad), "--n-trial", "4",
+                        "--log", str(tmp_path / "l.jsonl")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines()[-1].startswith(f"release: error: ONNX file {bad} does not parse")
+    assert "Traceback" not in p.stderr
