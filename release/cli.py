@@ -18,6 +18,7 @@ from .errors import ReleaseError
 COMMAND_MODULES = [
     "release.commands",
     "release.graph.cli",
+    "release.distributed.cli",
 ]
 
 

@@ -1,0 +1,1 @@
+"""Beyond one machine: TVM RPC helpers and Ray-based multi-task tuning."""
