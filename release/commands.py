@@ -17,6 +17,10 @@ logger = logging.getLogger(__name__)
 def register(subparsers) -> None:
     """Add ``workloads`` and ``tune`` to the top-level CLI."""
     p = subparsers.add_parser("workloads", help="list registered workloads (name, shape, GFLOP)")
+    p.add_argument("--space", action="store_true",
+                   help="also build each knob space for --target and show design spaces, knobs and size (~1-5 s each)")
+    p.add_argument("--target", default="llvm", help="target for --space")
+    p.add_argument("--filter", default="", help="only workloads whose name contains this text")
     p.set_defaults(func=cmd_workloads)
 
     p = subparsers.add_parser("tune", help="tune one operator workload",
@@ -73,15 +77,18 @@ def register(subparsers) -> None:
 def cmd_workloads(args) -> int:
     from .workloads import list_workloads
 
-    rows = []
-    for w in list_workloads():
-        from .task import Task
+    rows = [w for w in list_workloads() if args.filter in w.name]
+    width = max([len(w.name) for w in rows] + [4])
+    head = f"{'name':<{width}}  {'op':<7} {'GFLOP':>8}  {'shape':<28}"
+    print(head + ("  spaces knobs       size" if args.space else ""))
+    for w in rows:
+        line = f"{w.name:<{width}}  {w.op:<7} {_gflop(w):8.3f}  {w.description:<28}"
+        if args.space:
+            from .task import create_task
 
-        rows.append((w.name, w.op, w.description, _gflop(w)))
-    width = max(len(r[0]) for r in rows)
-    print(f"{'name':<{width}}  {'op':<7} {'GFLOP':>8}  shape")
-    for name, op, desc, gflop in rows:
-        print(f"{name:<{width}}  {op:<7} {gflop:8.3f}  {desc}")
+            sp = create_task(w.name, args.target).config_space
+            line += f"  {len(sp.spaces):>6} {sp.n_knobs:>5} {sp.size:>10.3g}"
+        print(line, flush=True)
     return 0
 
 

@@ -269,10 +269,12 @@ class KnobSpace:
                 kind, choices = self._inst_choices(sp, inst, pos)
                 rows.append((inst, kind, choices))
             per_space.append(rows)
-        # group spaces with identical knob signatures
+        # Group spaces whose sampling instructions match (kinds and choices). Compute-location
+        # knobs match whatever their legal sets: the group's knob offers the union, and a
+        # location a member space does not accept is reported invalid by apply().
         groups: dict[tuple, list[int]] = {}
         for sp, rows in zip(self.spaces, per_space):
-            sig = tuple((kind, choices) for _, kind, choices in rows)
+            sig = tuple((kind, None if kind == "compute_location" else choices) for _, kind, choices in rows)
             groups.setdefault(sig, []).append(sp.index)
         self.knobs: list[Knob] = []
         self._slots: dict[int, list] = {sp.index: [] for sp in self.spaces}  # space -> [(inst, knob pos | None, choices)]
@@ -281,8 +283,12 @@ class KnobSpace:
             self.knobs.append(Knob("space", "space", tuple(range(len(self.spaces))), tuple(range(len(self.spaces)))))
         for g, (sig, members) in enumerate(groups.items()):
             counters: dict[str, int] = {}
-            positions = []
-            for kind, choices in sig:
+            positions, merged = [], []
+            for j, (kind, _) in enumerate(sig):
+                choices = tuple(sorted(set().union(*(per_space[s][j][2] for s in members))))
+                if kind != "compute_location":
+                    choices = per_space[members[0]][j][2]
+                merged.append(choices)
                 if len(choices) <= 1 or kind == "fixed":
                     positions.append(None)
                     continue
@@ -292,8 +298,7 @@ class KnobSpace:
                 positions.append(len(self.knobs))
                 self.knobs.append(Knob(name, kind, choices, tuple(members)))
             for s in members:
-                rows = per_space[s]
-                self._slots[s] = [(inst, p, choices) for (inst, _, choices), p in zip(rows, positions)]
+                self._slots[s] = [(inst, p, choices) for (inst, _, _), p, choices in zip(per_space[s], positions, merged)]
         self._space_pos = 0 if len(self.spaces) > 1 else None
         self._active = np.zeros((len(self.spaces), len(self.knobs)), dtype=bool)
         for s in range(len(self.spaces)):
@@ -517,6 +522,37 @@ class KnobSpace:
                     raise InvalidConfigError(f"decision {value} of knob {self.knobs[p].name} is not a legal choice") from None
             return tuple(c)
         raise InvalidConfigError("the trace does not come from any design space of this task")
+
+    def from_trace_json(self, trace_json) -> Config:
+        """The config of a trace stored as JSON in a record (see :meth:`from_trace`).
+
+        Lets a log written with another knob layout (for example by an older release) resume.
+        """
+        from tvm.s_tir import Schedule
+        from tvm.s_tir.schedule import Trace
+
+        sch = Schedule(self.task.mod, debug_mask=0, error_render_level="none")
+        try:
+            Trace.apply_json_to_schedule(trace_json, sch)
+        except Exception as err:  # noqa: BLE001
+            raise InvalidConfigError(f"the stored trace does not replay on this task: {_last_line(err)}") from None
+        return self.from_trace(sch.trace)
+
+    def config_of_record(self, config: Sequence[int], trace_json=None) -> Config:
+        """Canonical config of a stored record: its ``config`` if it fits this space, else the
+        config recovered from its trace.
+
+        Raises
+        ------
+        InvalidConfigError
+            Neither the config nor the trace fits this space.
+        """
+        try:
+            return self.check(config)
+        except InvalidConfigError:
+            if trace_json is None:
+                raise
+            return self.canonical(self.from_trace_json(trace_json))
 
     def describe(self, config: Sequence[int]) -> dict:
         """``{knob name: decision}`` for active knobs, for humans and logs."""

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import TunerError
+from ..errors import InvalidConfigError, TunerError
 from ..measure.measure import ErrorKind, MeasureResult, Measurer, measure_option
 from ..measure.records import Record
 
@@ -116,16 +116,24 @@ class Tuner:
             Number of records used (records of other tasks are ignored).
         """
         results = []
+        unusable = 0
         for rec in records:
             if rec.task != self.task.key:
                 continue
-            c = self.space.canonical(rec.config)
+            try:
+                c = self.space.config_of_record(rec.config, rec.trace)
+            except InvalidConfigError:
+                unusable += 1
+                continue
             if c in self.visited:
                 continue
             r = MeasureResult(config=c, costs=list(rec.costs), error_kind=rec.error_kind, error_msg=rec.error_msg,
                               build_s=rec.build_s, run_s=rec.run_s, measure_s=rec.measure_s, timestamp=rec.timestamp)
             self._note(r)
             results.append(r)
+        if unusable:
+            logger.warning("%s: %d record(s) fit neither this knob space nor replay their trace; ignored",
+                           self.task.name, unusable)
         if results:
             self.update([r.config for r in results], results)
         return len(results)

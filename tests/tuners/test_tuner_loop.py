@@ -106,3 +106,19 @@ def test_database_from_log_compiles_with_compile_tir(matmul_task, fast_measure, 
     # the best record from the log is the database's best
     best = autotvm.apply_history_best(str(log)).best(matmul_task)
     assert tuple(best.config) == tuner.best_config
+
+
+def test_records_of_another_knob_layout_resume_through_their_traces(matmul_task, fast_measure, tmp_path):
+    """A log whose config vectors do not fit the current knob space (an older layout) resumes
+    by replaying the stored traces; no config is measured twice."""
+    log = tmp_path / "old.jsonl"
+    autotvm.tuner.RandomTuner(matmul_task, seed=11).tune(3, fast_measure,
+                                                          callbacks=[autotvm.callback.log_to_file(str(log))])
+    rows = [json.loads(l) for l in log.read_text().splitlines()]
+    truth = [tuple(r["config"]) for r in rows]
+    for r in rows:
+        r["config"] = r["config"] + [0, 0]  # as if written with two more knobs
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    t = autotvm.tuner.RandomTuner(matmul_task, seed=11)  # same seed: would propose the same configs again
+    assert t.load_history(load_records(log)) == 3
+    assert set(truth) <= t.visited
