@@ -52,18 +52,23 @@ class GATuner(Tuner):
     mutation_prob : float
         Per-knob mutation probability in [0, 1] (default 0.1).
     seed : int, optional
+    plan_size : None
+        Not used by GA; given (``release tune --plan-size``) it raises :class:`TunerError`.
 
     Raises
     ------
     TunerError
-        ``pop_size < 1``, ``elite_num < 0`` or ``mutation_prob`` outside [0, 1].
+        ``plan_size`` given, ``pop_size < 1``, ``elite_num < 0`` or ``mutation_prob`` outside [0, 1].
     """
 
     name = "ga"
 
     def __init__(self, task, pop_size: int = 100, elite_num: int = 3, mutation_prob: float = 0.1,
-                 seed: int | None = None):
+                 seed: int | None = None, plan_size: int | None = None):
         super().__init__(task, seed=seed)
+        if plan_size is not None:
+            raise TunerError(f"plan_size={plan_size!r} does not apply to the ga tuner: a generation is "
+                             f"pop_size={pop_size} configs, all measured; drop --plan-size")
         if not isinstance(pop_size, (int, np.integer)) or pop_size < 1:
             raise TunerError(f"pop_size={pop_size!r} must be an integer >= 1 (AutoTVM's default is 100)")
         if not isinstance(elite_num, (int, np.integer)) or elite_num < 0:
@@ -160,5 +165,4 @@ class GATuner(Tuner):
         for res in results:
             self.scores[tuple(res.config)] = self.task.flop / res.mean_cost if res.ok and res.mean_cost > 0 else 0.0
         if self.genes and self.trial_pt >= len(self.genes) and all(g in self.visited for g in self.genes):
-            if len(self.visited) + len(self.scheduled) < self.space.size or True:
-                self._next_generation()
+            self._next_generation()
