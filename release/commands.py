@@ -73,6 +73,19 @@ def register(subparsers) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_tune_model)
 
+    p = subparsers.add_parser("bench", help="benchmark tuners x workloads x seeds against AutoTVM's XGBTuner",
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--tier", default="quick", help="quick | paper | smoke (sets the defaults below)")
+    p.add_argument("--workloads", nargs="*", default=None)
+    p.add_argument("--tuners", nargs="*", default=None)
+    p.add_argument("--seeds", nargs="*", type=int, default=None)
+    p.add_argument("--n-trial", type=int, default=None)
+    p.add_argument("--target", default="llvm")
+    p.add_argument("--out", default=None, help="results folder (default benchmarks/results/<tier>)")
+    p.add_argument("--report-only", action="store_true", help="recompute metrics and plots from the logs")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_bench)
+
 
 def cmd_workloads(args) -> int:
     from .workloads import list_workloads
@@ -231,4 +244,19 @@ def cmd_tune_model(args) -> int:
         print(f"ms       {msr['latency_ms']:.3f} ms (MetaSchedule tune_relax, {args.n_trial} trials, {ms_wall:.0f} s tuning)")
     if "torch" in compare:
         print(f"torch    {M.torch_latency_ms(model):.3f} ms (PyTorch eager, same CPU)")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from . import bench
+
+    cfg = bench.BenchConfig.from_tier(args.tier, workloads=args.workloads, tuners=args.tuners, seeds=args.seeds,
+                                      n_trial=args.n_trial, target=args.target, out=args.out)
+    command = "release " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("release") else \
+        "release bench " + " ".join(a for a in sys.argv[2:])
+    if not args.report_only:
+        bench.run(cfg, progress=not args.no_progress)
+    res = bench.report(cfg, command=command)
+    print(bench.markdown(res))
+    print(f"results in {cfg.out}/ (results.json, table.md, curves.png, speedups.png)")
     return 0

@@ -60,6 +60,9 @@ class MeasureResult:
         The MetaSchedule trace (with postprocessing) of the scheduled program, or None.
     search_s, fit_s : float
         Set by the tuner: its search and cost-model fitting time attributed to this config.
+    round : int
+        Set by the tuner: cost-model refits done before this config was proposed (AutoTVM's
+        rounds; 0 for tuners without a model).
     """
 
     config: tuple
@@ -73,6 +76,7 @@ class MeasureResult:
     trace: object = None
     search_s: float = 0.0
     fit_s: float = 0.0
+    round: int = 0
 
     @property
     def ok(self) -> bool:

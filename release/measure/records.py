@@ -58,6 +58,7 @@ class Record:
     fit_s: float = 0.0
     tuner: str = ""
     flop: float = 0.0
+    round: int = 0
     version: int = RECORD_VERSION
 
     @property
@@ -92,7 +93,8 @@ class Record:
         return cls(task=task.key, name=task.name, target=task.target_json, config=[int(x) for x in result.config],
                    trace=trace, costs=list(result.costs), error_kind=result.error_kind, error_msg=result.error_msg,
                    timestamp=result.timestamp, build_s=result.build_s, run_s=result.run_s,
-                   measure_s=result.measure_s, search_s=result.search_s, fit_s=result.fit_s, tuner=tuner, flop=task.flop)
+                   measure_s=result.measure_s, search_s=result.search_s, fit_s=result.fit_s, tuner=tuner, flop=task.flop,
+                   round=result.round)
 
 
 def load_records(path: str | os.PathLike, task=None) -> list[Record]:

@@ -204,8 +204,10 @@ class Tuner:
                     break
                 share_s, share_f = search / len(configs), pending_fit / len(configs)
 
+                round_now = int(getattr(self, "train_ct", 0))
+
                 def on_result(r: MeasureResult) -> None:
-                    r.search_s, r.fit_s = share_s, share_f
+                    r.search_s, r.fit_s, r.round = share_s, share_f, round_now
                     self._note(r)
                     self.time_measure += r.measure_s
                     if r.error_kind == ErrorKind.INVALID:

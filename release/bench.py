@@ -1,0 +1,393 @@
+"""Benchmark harness: tuners x workloads x seeds, with the metrics of the Chameleon paper.
+
+``release bench --tier quick`` runs every tuner on every workload and seed, one at a time (so
+measurements do not disturb each other), each with its own resumable log under
+``<out>/logs/``; a killed benchmark continues where it stopped. Then it computes, per task and
+as a geometric mean over tasks with a bootstrap confidence interval over seeds:
+
+- ``time_speedup``: wall time XGBTuner needs to reach its own final best GFLOPS divided by the
+  wall time the tuner needs to reach the same value (optimization-time speed-up at equal
+  quality; ``nan`` if the tuner never gets there);
+- ``round_speedup``: wall time of XGBTuner's first ``rounds`` rounds (default 16) over the
+  tuner's (rounds = cost-model refits; tuners without a model use XGBTuner's measurement count);
+- ``measure_ratio``: measurements XGBTuner needs to reach its final best over the tuner's;
+- ``best_gflops`` at equal measurements (the smallest trial count both reached) and its ratio;
+- ``search_share``: share of wall time spent in search and cost-model fitting.
+
+Wall time of a run = the sum of its records' ``search_s + fit_s + measure_s`` (the tuner's own
+accounting), so runs of different tuners compare although they ran one after the other. A
+reference line per task: the same operator in PyTorch on this CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .errors import TunerError
+
+logger = logging.getLogger(__name__)
+
+BASELINE = "xgb"
+
+TIERS = {
+    # A few resnet18 layers; sized for about an hour of a quiet 2-core machine per seed (see README).
+    "quick": dict(workloads=["resnet18.conv2d.2", "resnet18.conv2d.6"], n_trial=128, seeds=[0, 1, 2],
+                  tuners=["xgb", "sa-as", "rl", "release", "ms-evolutionary", "random"]),
+    # Chameleon's 26 conv2d tasks, 16 rounds of 64; for a big machine or a GPU box (--target cuda).
+    "paper": dict(workloads=None, n_trial=1024, seeds=[0, 1, 2],
+                  tuners=["xgb", "sa-as", "rl", "release", "ms-evolutionary", "random"]),
+    # Seconds: checks the harness end to end.
+    "smoke": dict(workloads=["tiny.matmul.1"], n_trial=8, seeds=[0], tuners=["random", "grid"], baseline="random"),
+}
+
+
+@dataclass
+class BenchConfig:
+    """What a benchmark runs. Defaults come from the tier; explicit values override."""
+
+    tier: str = "quick"
+    workloads: list = field(default_factory=list)
+    tuners: list = field(default_factory=list)
+    seeds: list = field(default_factory=list)
+    n_trial: int = 0
+    target: str = "llvm"
+    out: str = ""
+    rounds: int = 16
+    number: int = 4
+    repeat: int = 3
+    min_repeat_ms: int = 50
+    n_parallel: int | None = None
+    baseline: str = BASELINE
+
+    @classmethod
+    def from_tier(cls, tier: str, **over) -> "BenchConfig":
+        if tier not in TIERS:
+            raise TunerError(f"unknown tier {tier!r}; choose one of {', '.join(TIERS)}")
+        base = dict(TIERS[tier])
+        if base["workloads"] is None:
+            from .workloads import list_workloads
+
+            base["workloads"] = [w.name for w in list_workloads() if w.op == "conv2d" and not w.name.startswith("tiny")]
+        cfg = cls(tier=tier, **base)
+        for k, v in over.items():
+            if v not in (None, [], ""):
+                setattr(cfg, k, v)
+        if not cfg.out:
+            cfg.out = os.path.join("benchmarks", "results", tier)
+        if cfg.n_trial < 1:
+            raise TunerError(f"n_trial={cfg.n_trial} must be a positive integer")
+        return cfg
+
+
+def log_path(cfg: BenchConfig, workload: str, tuner: str, seed: int) -> str:
+    return os.path.join(cfg.out, "logs", f"{workload}.{tuner}.s{seed}.jsonl")
+
+
+def run(cfg: BenchConfig, progress: bool = True) -> None:
+    """Run (or resume) every (workload, tuner, seed) of ``cfg``."""
+    from .measure import LocalBuilder, LocalRunner, log_to_file, measure_option
+    from .task import create_task
+    from .tuners import TUNERS, get_tuner
+    from .tuners.callback import progress_bar
+
+    unknown = [t for t in cfg.tuners if t not in TUNERS]
+    if unknown:
+        raise TunerError(f"unknown tuners {unknown}; choose from {', '.join(TUNERS)}")
+    os.makedirs(os.path.join(cfg.out, "logs"), exist_ok=True)
+    opt = measure_option(LocalBuilder(n_parallel=cfg.n_parallel),
+                         LocalRunner(number=cfg.number, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms))
+    try:
+        for w in cfg.workloads:
+            task = create_task(w, cfg.target)
+            for tuner_name in cfg.tuners:
+                for seed in cfg.seeds:
+                    path = log_path(cfg, w, tuner_name, seed)
+                    tuner = get_tuner(tuner_name, task, seed=seed)
+                    cbs = [log_to_file(path)]
+                    if progress:
+                        cbs.append(progress_bar(total=cfg.n_trial, prefix=f"{w} {tuner_name} s{seed}"))
+                    tuner.tune(cfg.n_trial, opt, callbacks=cbs)
+    finally:
+        opt["builder"].close()
+        opt["runner"].close()
+
+
+# ---------------------------------------------------------------------------------------- metrics
+@dataclass
+class Curve:
+    """Best-so-far curve of one run. Arrays have one entry per measurement, in order."""
+
+    gflops: np.ndarray  # best GFLOPS so far
+    wall: np.ndarray  # cumulative seconds (search + fit + measure)
+    search: np.ndarray  # cumulative seconds in search + fit
+    rounds: np.ndarray  # cost-model refits before each measurement
+
+    @classmethod
+    def from_records(cls, recs) -> "Curve":
+        g = np.maximum.accumulate(np.array([r.gflops for r in recs], dtype=float)) if recs else np.zeros(0)
+        wall = np.cumsum([r.search_s + r.fit_s + r.measure_s for r in recs]) if recs else np.zeros(0)
+        search = np.cumsum([r.search_s + r.fit_s for r in recs]) if recs else np.zeros(0)
+        rounds = np.array([r.round for r in recs], dtype=int)
+        return cls(g, np.asarray(wall, float), np.asarray(search, float), rounds)
+
+    @property
+    def best(self) -> float:
+        return float(self.gflops[-1]) if len(self.gflops) else 0.0
+
+    def reach(self, target: float) -> tuple[int, float] | None:
+        """``(measurements, wall seconds)`` at which the curve first reaches ``target`` GFLOPS."""
+        idx = np.nonzero(self.gflops >= target * (1 - 1e-9))[0]
+        if not len(idx):
+            return None
+        i = int(idx[0])
+        return i + 1, float(self.wall[i])
+
+    def at(self, n: int) -> float:
+        """Best GFLOPS after ``n`` measurements."""
+        return float(self.gflops[min(n, len(self.gflops)) - 1]) if n >= 1 and len(self.gflops) else 0.0
+
+    def wall_at_rounds(self, rounds: int) -> float | None:
+        """Wall seconds when round ``rounds`` began (None if the run did not get that far)."""
+        idx = np.nonzero(self.rounds >= rounds)[0]
+        if not len(idx):
+            return None
+        i = int(idx[0])
+        return float(self.wall[i - 1]) if i else 0.0
+
+
+def compare(base: Curve, other: Curve, rounds: int = 16) -> dict:
+    """Metrics of ``other`` against the baseline ``base`` (same task, same seed)."""
+    out = {}
+    target = base.best
+    rb, ro = base.reach(target), other.reach(target)
+    out["time_speedup"] = rb[1] / ro[1] if rb and ro and ro[1] > 0 else float("nan")
+    out["measure_ratio"] = rb[0] / ro[0] if rb and ro else float("nan")
+    n = min(len(base.gflops), len(other.gflops))
+    out["equal_n"] = n
+    out["best_at_equal_n"] = other.at(n)
+    out["best_ratio_at_equal_n"] = other.at(n) / base.at(n) if base.at(n) > 0 else float("nan")
+    wb, wo = base.wall_at_rounds(rounds), other.wall_at_rounds(rounds)
+    if wo is None and other.rounds.max(initial=0) == 0 and wb is not None:  # model-free tuner: same measurements
+        k = int(np.nonzero(base.rounds >= rounds)[0][0])
+        wo = float(other.wall[k - 1]) if 0 < k <= len(other.wall) else None
+    out["round_speedup"] = wb / wo if wb and wo else float("nan")
+    out["search_share"] = float(other.search[-1] / other.wall[-1]) if len(other.wall) and other.wall[-1] > 0 else 0.0
+    return out
+
+
+def geomean(values) -> float:
+    """Geometric mean of the finite positive values (``nan`` if none)."""
+    v = np.array([x for x in values if x is not None and np.isfinite(x) and x > 0], dtype=float)
+    return float(np.exp(np.mean(np.log(v)))) if len(v) else float("nan")
+
+
+def bootstrap_geomean(per_task_seed: dict[str, list[float]], n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Geometric mean over tasks of each task's geometric mean over seeds, with a 95% bootstrap
+    interval from resampling seeds within each task. Returns ``(estimate, low, high)``."""
+    tasks = {k: [x for x in v if np.isfinite(x) and x > 0] for k, v in per_task_seed.items()}
+    tasks = {k: v for k, v in tasks.items() if v}
+    if not tasks:
+        return float("nan"), float("nan"), float("nan")
+    est = geomean([geomean(v) for v in tasks.values()])
+    rng = np.random.default_rng(seed)
+    boots = []
+    for _ in range(n_boot):
+        boots.append(geomean([geomean(rng.choice(v, size=len(v), replace=True)) for v in tasks.values()]))
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return est, float(lo), float(hi)
+
+
+def torch_reference_gflops(workload: str, repeat: int = 30) -> float:
+    """GFLOPS of the same operator in PyTorch (eager, this CPU), fastest of ``repeat`` runs
+    (the fastest run is the least disturbed on a shared machine)."""
+    import torch
+
+    from .task import create_task
+    from .workloads import get_workload
+
+    w = get_workload(workload)
+    task = create_task(workload)
+    xs = [torch.from_numpy(x) for x in task.random_inputs()]
+    p = w.params
+    if w.op == "conv2d":
+        f = lambda: torch.nn.functional.conv2d(xs[0], xs[1], stride=p["stride"], padding=p["pad"])  # noqa: E731
+    elif w.op == "dense":
+        f = lambda: torch.nn.functional.linear(xs[0], xs[1])  # noqa: E731
+    else:
+        f = lambda: xs[0] @ xs[1]  # noqa: E731
+    with torch.no_grad():
+        f()
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t)
+    return task.flop / float(np.min(times)) / 1e9
+
+
+def machine() -> dict:
+    """CPU model, cores and library versions, for the results."""
+    import importlib.metadata as md
+
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
+    except OSError:
+        pass
+    from .target import host_cores, host_cpu
+
+    vers = {}
+    for pkg in ("apache-tvm", "apache-tvm-ffi", "torch", "xgboost", "scikit-learn", "numpy"):
+        try:
+            vers[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            vers[pkg] = None
+    return {"cpu": cpu, "llvm_mcpu": host_cpu(), "cores": host_cores(), "python": platform.python_version(),
+            "versions": vers}
+
+
+def report(cfg: BenchConfig, command: str = "") -> dict:
+    """Compute the metrics from the logs and write ``results.json``, ``table.md`` and plots."""
+    from .measure import load_records
+
+    curves: dict = {}
+    for w in cfg.workloads:
+        for t in cfg.tuners:
+            for s in cfg.seeds:
+                recs = load_records(log_path(cfg, w, t, s))
+                if recs:
+                    curves[(w, t, s)] = Curve.from_records(recs[: cfg.n_trial])
+    per_task: dict = {}
+    for w in cfg.workloads:
+        per_task[w] = {}
+        for t in cfg.tuners:
+            rows = []
+            for s in cfg.seeds:
+                c = curves.get((w, t, s))
+                if c is None:
+                    continue
+                row = {"seed": s, "measurements": len(c.gflops), "best_gflops": c.best,
+                       "wall_s": float(c.wall[-1]) if len(c.wall) else 0.0}
+                b = curves.get((w, cfg.baseline, s))
+                if b is not None:
+                    row.update(compare(b, c, cfg.rounds))
+                rows.append(row)
+            per_task[w][t] = rows
+    summary = {}
+    for t in cfg.tuners:
+        entry = {}
+        for metric in ("time_speedup", "round_speedup", "measure_ratio", "best_ratio_at_equal_n"):
+            data = {w: [r.get(metric, float("nan")) for r in per_task[w].get(t, [])] for w in cfg.workloads}
+            est, lo, hi = bootstrap_geomean(data)
+            entry[metric] = {"geomean": est, "ci95": [lo, hi]}
+        shares = [r.get("search_share", 0.0) for w in cfg.workloads for r in per_task[w].get(t, [])]
+        entry["search_share_mean"] = float(np.mean(shares)) if shares else float("nan")
+        summary[t] = entry
+    refs = {}
+    for w in cfg.workloads:
+        try:
+            refs[w] = torch_reference_gflops(w)
+        except Exception as err:  # noqa: BLE001 - the reference line is optional
+            logger.warning("no PyTorch reference for %s: %s", w, err)
+    result = {"config": asdict(cfg), "command": command, "machine": machine(), "baseline": cfg.baseline,
+              "per_task": per_task, "summary": summary, "pytorch_gflops": refs,
+              "curves": {f"{w}|{t}|{s}": {"gflops": c.gflops.tolist(), "wall": c.wall.tolist()}
+                         for (w, t, s), c in curves.items()}}
+    os.makedirs(cfg.out, exist_ok=True)
+    with open(os.path.join(cfg.out, "results.json"), "w") as f:
+        json.dump(result, f, indent=1, default=_nan_json)
+    with open(os.path.join(cfg.out, "table.md"), "w") as f:
+        f.write(markdown(result))
+    try:
+        plot(result, cfg.out)
+    except Exception as err:  # noqa: BLE001 - plots are a convenience
+        logger.warning("plots not written: %s", err)
+    return result
+
+
+def _nan_json(o):
+    return None
+
+
+def _fmt(x, nd=2) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{nd}f}"
+
+
+def markdown(result: dict) -> str:
+    """The results as Markdown tables (summary, then per task)."""
+    cfg = result["config"]
+    lines = [f"# Benchmark `{cfg['tier']}`", "",
+             f"Command: `{result['command']}`  ", f"Machine: {result['machine']['cpu']}, "
+             f"{result['machine']['cores']} cores, TVM {result['machine']['versions'].get('apache-tvm')}  ",
+             f"Workloads: {', '.join(cfg['workloads'])}; seeds {cfg['seeds']}; {cfg['n_trial']} trials; "
+             f"baseline {result['baseline']}", "",
+             "| tuner | time speed-up to equal quality | speed-up at equal rounds | measurements ratio | "
+             "best GFLOPS ratio at equal measurements | search+fit share |", "|---|---|---|---|---|---|"]
+    for t, e in result["summary"].items():
+        cells = []
+        for m in ("time_speedup", "round_speedup", "measure_ratio", "best_ratio_at_equal_n"):
+            g, (lo, hi) = e[m]["geomean"], e[m]["ci95"]
+            cells.append(f"{_fmt(g)} [{_fmt(lo)}, {_fmt(hi)}]")
+        lines.append(f"| {t} | " + " | ".join(cells) + f" | {_fmt(100 * e['search_share_mean'], 0)}% |")
+    lines += ["", "Geometric means over tasks (of geometric means over seeds), 95% bootstrap interval over seeds. "
+              "Ratios > 1 favour the tuner over the baseline. n/a: never reached the baseline's best.", ""]
+    for w, tuners in result["per_task"].items():
+        ref = result["pytorch_gflops"].get(w)
+        lines += [f"## {w}" + (f" (PyTorch: {ref:.1f} GFLOPS)" if ref else ""), "",
+                  "| tuner | seed | best GFLOPS | measurements | wall s | time speed-up | measurements ratio |",
+                  "|---|---|---|---|---|---|---|"]
+        for t, rows in tuners.items():
+            for r in rows:
+                lines.append(f"| {t} | {r['seed']} | {_fmt(r['best_gflops'])} | {r['measurements']} | "
+                             f"{_fmt(r['wall_s'], 0)} | {_fmt(r.get('time_speedup'))} | {_fmt(r.get('measure_ratio'))} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(result: dict, out: str) -> None:
+    """``curves.png`` (best GFLOPS vs measurements and vs wall time, per task) and ``speedups.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ws = result["config"]["workloads"]
+    fig, axes = plt.subplots(len(ws), 2, figsize=(11, 3.2 * len(ws)), squeeze=False)
+    for i, w in enumerate(ws):
+        for key, c in result["curves"].items():
+            kw, t, s = key.split("|")
+            if kw != w:
+                continue
+            axes[i][0].plot(np.arange(1, len(c["gflops"]) + 1), c["gflops"], label=f"{t} s{s}", lw=1)
+            axes[i][1].plot(c["wall"], c["gflops"], label=f"{t} s{s}", lw=1)
+        ref = result["pytorch_gflops"].get(w)
+        for ax in axes[i]:
+            if ref:
+                ax.axhline(ref, color="k", ls="--", lw=0.8, label="PyTorch")
+            ax.set_ylabel("best GFLOPS")
+            ax.set_title(w, fontsize=9)
+        axes[i][0].set_xlabel("measurements")
+        axes[i][1].set_xlabel("wall time (s)")
+    axes[0][1].legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "curves.png"), dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    names = list(result["summary"])
+    vals = [result["summary"][t]["time_speedup"]["geomean"] or 0 for t in names]
+    ax.bar(names, [v if v and math.isfinite(v) else 0 for v in vals])
+    ax.axhline(1, color="k", lw=0.8)
+    ax.set_ylabel(f"time speed-up over {result['baseline']}\n(to equal quality, geomean)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "speedups.png"), dpi=110)
+    plt.close(fig)
