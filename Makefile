@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-slow clean
+.PHONY: setup run test test-slow bench-quick bench-regal clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,13 +17,19 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/release tune --workload resnet18.conv2d.2 --target llvm --tuner random --n-trial 32 --log runs/default.jsonl
+	$(VENV)/bin/release tune --workload resnet18.conv2d.2 --target llvm --tuner release --n-trial 96 --plan-size 32 --log runs/default.jsonl
 
 test: $(STAMP)
 	$(PY) -m pytest -q
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+bench-quick: $(STAMP)
+	$(VENV)/bin/release bench --tier quick
+
+bench-regal: $(STAMP)
+	$(PY) benchmarks/regal/run_part1.py
 
 clean:
 	rm -rf $(VENV) runs
