@@ -19,10 +19,24 @@ _LAZY = {
     "measure_option": "release.measure",
     "apply_history_best": "release.measure.records",
     "ReleaseError": "release.errors",
+    "ReleaseTuner": "release.tuners.release_tuner",
+    "RLTuner": "release.tuners.release_tuner",
+    "SAASTuner": "release.tuners.release_tuner",
+    "XGBTuner": "release.tuners.xgb",
+    "GATuner": "release.tuners.ga",
+    "RandomTuner": "release.tuners.simple",
+    "GridSearchTuner": "release.tuners.simple",
+    "ReleaseSearchStrategy": "release.strategy",
+    "load_model": "release.model",
+    "tune_model": "release.model",
 }
 
 
 def __getattr__(name):
+    if name == "autotvm":
+        import importlib
+
+        return importlib.import_module("release.autotvm")
     if name in _LAZY:
         import importlib
 

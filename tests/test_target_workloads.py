@@ -67,3 +67,16 @@ def test_task_from_te_and_primfunc_share_a_key():
     assert t1.flop == pytest.approx(256)
     x = t1.random_inputs()[0]
     np.testing.assert_allclose(t1.reference([x]), 2 * x)
+
+
+def test_public_names_import_from_release_and_autotvm():
+    import release
+    from release import autotvm
+
+    for name in ("ReleaseTuner", "XGBTuner", "GATuner", "RandomTuner", "GridSearchTuner", "KnobSpace", "Task",
+                 "measure_option", "apply_history_best", "ReleaseSearchStrategy"):
+        assert getattr(release, name) is not None
+    for name in ("ReleaseTuner", "XGBTuner", "GATuner", "RandomTuner", "GridSearchTuner"):
+        assert getattr(autotvm.tuner, name) is getattr(release, name)
+    with pytest.raises(AttributeError):
+        autotvm.tuner.NoSuchTuner  # noqa: B018
