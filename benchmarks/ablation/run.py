@@ -14,8 +14,11 @@ sa         ``XGBTuner(task)``                                    AutoTVM (SA)
 rl         ``ReleaseTuner(task, sampler=None)``                  RL
 sa-as      ``XGBTuner(task, sampler="adaptive")``                SA+AS
 release    ``ReleaseTuner(task)``                                RL+AS (Chameleon)
-release+   ``ReleaseTuner(task, start_from_measured=0.5)``       ours: half of the agent's episodes
-                                                                 start at the best measured configs
+release+   ``ReleaseTuner(task, start_from_measured=0.5,         ours: half of the episodes start at
+           min_queries=16000, ppo_config=PPOConfig(              the best measured configs; episodes
+           boundary="pushed", max_minibatches=64))``             end on stays/clamped moves only; at
+                                                                 least 16k reward queries per call;
+                                                                 at most 64 gradient steps per update
 =========  ===================================================  ===================
 
 Resumable: each (task, variant, seed) writes a JSON-lines tuning log under ``OUT/logs``; a run
@@ -45,8 +48,16 @@ VARIANTS = {
     "rl": ("release.tuners.release_tuner:RLTuner", {}),
     "sa-as": ("release.tuners.release_tuner:SAASTuner", {}),
     "release": ("release.tuners.release_tuner:ReleaseTuner", {}),
-    "release+": ("release.tuners.release_tuner:ReleaseTuner", {"start_from_measured": 0.5}),
+    "release+": ("release.tuners.release_tuner:ReleaseTuner", "plus"),
 }
+
+
+def _plus_kwargs() -> dict:
+    """Our variant (benchmarks/ablation/search_quality.py motivates each change)."""
+    from release.rl import PPOConfig
+
+    return {"start_from_measured": 0.5, "ppo_config": PPOConfig(boundary="pushed", max_minibatches=64),
+            "min_queries": 16000}
 
 logger = logging.getLogger("ablation")
 
@@ -55,6 +66,8 @@ def make_tuner(variant: str, task, seed: int, plan_size: int):
     import importlib
 
     path, kwargs = VARIANTS[variant]
+    if kwargs == "plus":
+        kwargs = _plus_kwargs()
     mod, cls = path.split(":")
     return getattr(importlib.import_module(mod), cls)(task, plan_size=plan_size, seed=seed, **kwargs)
 

@@ -72,6 +72,9 @@ class PPOConfig:
     """Steps per episode at most."""
     stop_fraction: float = 0.75
     """An episode ends once this fraction of knobs chose "stay" or sit at a boundary."""
+    boundary: str = "sits"
+    """Which knobs count as settled at a boundary: ``"sits"`` (the paper: any knob at either end,
+    so a 2-choice knob always counts) or ``"pushed"`` (ours: only a knob whose move was clamped)."""
     max_minibatches: int | None = None
     """Cap on gradient steps per update (None: ``epochs * transitions / minibatch_size``, the authors')."""
     reward: str = "score"
@@ -91,6 +94,8 @@ class PPOConfig:
         for name in ("gamma", "gae_lambda", "stop_fraction"):
             if not 0 <= getattr(self, name) <= 1:
                 raise TunerError(f"PPOConfig.{name}={getattr(self, name)!r} must lie in [0, 1]")
+        if self.boundary not in ("sits", "pushed"):
+            raise TunerError(f"PPOConfig.boundary={self.boundary!r}: use 'sits' or 'pushed'")
         if self.reward not in ("score", "improvement"):
             raise TunerError(f"PPOConfig.reward={self.reward!r}: use 'score' or 'improvement'")
         return self
@@ -288,7 +293,10 @@ class PPOAgent:
             if on_step is not None:
                 on_step(new, score)
             r = score - start_score[idx] if cfg.reward == "improvement" else score
-            settled = (a == 1) | (new == 0) | (new == self.dims - 1)
+            if cfg.boundary == "sits":
+                settled = (a == 1) | (new == 0) | (new == self.dims - 1)
+            else:  # a move that the clamp turned into "stay"
+                settled = (new == cur)
             stop = settled.mean(axis=1) >= cfg.stop_fraction
             obs[t, idx] = self.observe(cur)
             act[t, idx] = a

@@ -65,6 +65,9 @@ class ReleaseTuner(XGBTuner):
     start_from_measured : float
         Fraction of the agent's episodes started at the best measured configs (default 0, the
         paper; our variant ``release+`` in benchmarks/ablation: 0.5).
+    min_queries : int
+        Agent rounds per search call continue until this many reward queries (default 0: one
+        round, the paper; ``release+``: 16,000). See :class:`release.rl.RLOptimizer`.
     diversity_filter_ratio : float, optional
         As ``XGBTuner``.
     num_threads : int, optional
@@ -90,7 +93,8 @@ class ReleaseTuner(XGBTuner):
 
     def __init__(self, task, plan_size: int = 64, optimizer="ppo", sampler="adaptive",
                  feature_type: str = "itervar", loss_type: str = "reg", ppo_config=None,
-                 start_from_measured: float = 0.0, diversity_filter_ratio: float | None = None,
+                 start_from_measured: float = 0.0, min_queries: int = 0,
+                 diversity_filter_ratio: float | None = None,
                  num_threads: int | None = None, seed: int | None = None, log_interval: int = 50):
         space = task.config_space  # raises SpaceError for a space without knobs
         rl_seed, as_seed = _seeds(seed, 2)
@@ -98,7 +102,8 @@ class ReleaseTuner(XGBTuner):
             if optimizer == "ppo":
                 from ..rl import RLOptimizer
 
-                optimizer = RLOptimizer(space, ppo_config, seed=rl_seed, start_from_measured=start_from_measured)
+                optimizer = RLOptimizer(space, ppo_config, seed=rl_seed, start_from_measured=start_from_measured,
+                                        min_queries=min_queries)
             elif optimizer != "sa":
                 raise TunerError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZERS)} "
                                  "or pass an object with find_maximums(model, num, exclusive)")

@@ -114,3 +114,24 @@ def test_bad_configuration():
         PPOAgent([3, 4], PPOConfig(gamma=1.5))
     with pytest.raises(TunerError, match="reward='delta'"):
         PPOConfig(reward="delta").check()
+
+
+def test_our_variants_pushed_boundary_and_query_budget(conv_task):
+    space = conv_task.config_space
+    model = Quadratic(space, seed=4)
+    starts = space.sample(64, np.random.default_rng(0))
+    paper = PPOAgent(space.dims, PPOConfig(n_episodes=64), seed=0).run_round(model.predict, starts, update=False)
+    pushed = PPOAgent(space.dims, PPOConfig(n_episodes=64, boundary="pushed"), seed=0).run_round(
+        model.predict, starts, update=False)
+    # the paper's rule counts every knob sitting at an end (a 2-choice knob always does): episodes of a
+    # random policy end after a few steps; counting only clamped moves makes them longer
+    assert pushed.mean_length > 1.5 * paper.mean_length
+    opt = RLOptimizer(space, PPOConfig(n_episodes=32, max_steps=20, max_minibatches=4), seed=0, min_queries=3000)
+    opt.find_maximums(model, 8, set())
+    st = opt.last_stats
+    assert st.extra["queries"] >= 3000 and st.extra["rounds"] >= 2
+    assert st.extra["gradient_steps"] == 4
+    with pytest.raises(TunerError, match="boundary='edge'"):
+        PPOConfig(boundary="edge").check()
+    with pytest.raises(TunerError, match="min_queries=-1"):
+        RLOptimizer(space, min_queries=-1)
