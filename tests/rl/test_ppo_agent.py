@@ -59,7 +59,7 @@ def test_episode_mechanics(matmul_task):
     for a, b in zip(seen[1:], seen[2:]):  # each step moves each knob by at most one
         if len(a) == len(b):
             assert np.abs(a - b).max() <= 1
-    moved = agent.move(np.array([[0, 0, 83, 6, 3]]), np.array([[0, 2, 2, 1, 0]]))
+    moved = PPOAgent([3, 84, 84, 7, 4]).move(np.array([[0, 0, 83, 6, 3]]), np.array([[0, 2, 2, 1, 0]]))
     assert moved.tolist() == [[0, 1, 83, 6, 2]]
 
 
