@@ -1,0 +1,152 @@
+"""Ray: budget split, idempotent shard merging, bad addresses in bounded time, resume without Ray,
+and (slow) a real local cluster tuning tiny-cnn's tasks with a worker killed mid-task."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from release.distributed.ray_tune import (ClusterError, connect, merge_lines, merge_shards, shard_path,
+                                          split_budget, tune_model_ray)
+from release.errors import MeasureError, TunerError
+
+from .conftest import free_port
+
+FAST = dict(number=1, repeat=1, min_repeat_ms=0)
+
+
+class FakeTask:  # only what split_budget reads
+    def __init__(self, flop, weight=1):
+        self.flop, self.weight = flop, weight
+
+
+def test_split_budget():
+    ts = [FakeTask(100.0), FakeTask(10.0), FakeTask(1.0)]
+    assert split_budget(ts, 10) == [4, 3, 3]
+    assert split_budget(ts, 3) == [1, 1, 1]
+    f = split_budget(ts, 114, "flop")
+    assert sum(f) == 114 and f == [101, 11, 2]  # 1 each + 111 spare split 100:10:1
+    assert split_budget([FakeTask(1.0, weight=9), FakeTask(1.0)], 12, "flop") == [10, 2]
+    with pytest.raises(TunerError, match="fewer than the 3 tasks"):
+        split_budget(ts, 2)
+    with pytest.raises(TunerError, match="unknown budget split 'x'"):
+        split_budget(ts, 9, "x")
+
+
+def _line(task, config, cost=1e-5):
+    return json.dumps({"task": task, "name": task, "target": "{}", "config": config, "costs": [cost],
+                       "error_kind": "", "error_msg": ""})
+
+
+def test_merge_is_idempotent(tmp_path):
+    log = str(tmp_path / "m.jsonl")
+    a = [_line("a/1", [0, 1]), _line("a/1", [0, 2])]
+    b = [_line("b/2", [0, 1]), _line("a/1", [0, 1], cost=9.0), "not json"]
+    assert merge_lines(log, a) == 2
+    assert merge_lines(log, a) == 0
+    assert merge_lines(log, b) == 1  # (a/1, [0, 1]) is already there: the first record wins
+    lines = open(log).read().splitlines()
+    assert len(lines) == 3 and json.loads(lines[0])["costs"] == [1e-5]
+    os.makedirs(log + ".shards")
+    with open(log + ".shards/c.jsonl", "w") as f:
+        f.write(_line("c/3", [1]) + "\n" + _line("a/1", [0, 2]) + "\n")
+    assert merge_shards(log) == 1 and merge_shards(log) == 0
+    assert len(open(log).read().splitlines()) == 4
+
+
+def test_bad_ray_address_one_line_in_bounded_time(tmp_path, matmul_task):
+    import ray
+
+    assert not ray.is_initialized()
+    port = free_port()
+    t0 = time.time()
+    with pytest.raises(ClusterError, match=f"no Ray cluster answers at 127.0.0.1:{port}"):
+        connect(f"127.0.0.1:{port}", timeout=2)
+    with pytest.raises(ClusterError, match="bad Ray address"):
+        connect("nowhere", timeout=2)
+    with pytest.raises(ClusterError, match="no Ray cluster answers"):
+        tune_model_ray([matmul_task], 2, str(tmp_path / "l.jsonl"), address=f"ray://127.0.0.1:{port}",
+                       connect_timeout=2, progress=False)
+    with pytest.raises(MeasureError, match="no RPC tracker answers"):  # checked before Ray starts
+        tune_model_ray([matmul_task], 2, str(tmp_path / "l.jsonl"), address="local", progress=False,
+                       measure_args=dict(runner="rpc", rpc_key="k", rpc_port=port))
+    assert time.time() - t0 < 20 and not ray.is_initialized()
+
+
+def test_restart_after_all_shards_written_measures_nothing(tmp_path, matmul_task):
+    """A coordinator killed after its workers finished: the rerun merges the shards and starts no Ray."""
+    import ray
+
+    log = str(tmp_path / "r.jsonl")
+    shard = shard_path(log, matmul_task)
+    os.makedirs(os.path.dirname(shard))
+    with open(shard, "w") as f:
+        f.write("".join(_line(matmul_task.key, [0, i, 1, 1, 0]) + "\n" for i in range(3)))
+    res = tune_model_ray([matmul_task], 3, log, address=f"127.0.0.1:{free_port()}", progress=False)
+    assert not ray.is_initialized()  # nothing left to tune: the unreachable address is never used
+    assert len(open(log).read().splitlines()) == 3
+    assert res.tuners[matmul_task.key].trials == 3 and res.tuners[matmul_task.key].best_cost == 1e-5
+
+
+@pytest.mark.slow
+def test_local_ray_cluster_tunes_tiny_cnn_and_resumes_a_killed_worker(tmp_path):
+    """Two tasks tune at once on `ray.init(num_cpus=2)`; the worker of one is SIGKILLed after two
+    records; Ray reruns it, the rerun resumes from its shard; the merged log compiles a model that
+    matches PyTorch."""
+    import ray
+
+    from release import model as M
+    from release.measure import apply_history_best, load_records
+
+    model = M.load_model("tiny-cnn")
+    tasks = M.extract_tasks(model, "llvm")
+    assert len(tasks) >= 2
+    log = str(tmp_path / "tiny.jsonl")
+    n_trial = 6 * len(tasks)
+    victim = tasks[0]
+    shard = shard_path(log, victim)
+    killed = {}
+
+    def killer():
+        t0 = time.time()
+        while time.time() - t0 < 400 and not killed:
+            try:
+                n = len(open(shard).read().splitlines())
+                pid = int(open(shard + ".pid").read())
+            except (OSError, ValueError):
+                n, pid = 0, 0
+            if n >= 2 and pid:
+                os.kill(pid, signal.SIGKILL)
+                killed.update(pid=pid, records=n)
+            time.sleep(0.2)
+
+    th = threading.Thread(target=killer, daemon=True)
+    th.start()
+    try:
+        res = tune_model_ray(tasks, n_trial, log, measure_args=FAST, address="local", num_cpus=2, progress=False,
+                             max_retries=2)
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+    th.join(5)
+    assert killed, "the victim's worker was never seen"
+    recs = load_records(log)
+    assert len(recs) == n_trial
+    assert len({(r.task, tuple(r.config)) for r in recs}) == n_trial  # nothing measured twice
+    assert {r.task for r in recs} == {t.key for t in tasks}
+    assert all(sum(r.task == t.key for r in recs) == 6 for t in tasks)
+    s = res.tuners[victim.key]
+    assert s.resumed >= killed["records"] and s.trials == 6  # the rerun started from the shard
+    assert int(open(shard + ".pid").read()) != killed["pid"]
+    db = apply_history_best(log).database(tasks)
+    out = M.evaluate(model, M.compile_model(model, "llvm", db), number=2, repeat=2)
+    assert out["max_abs_err"] < 1e-4 and out["latency_ms"] > 0
+    # the coordinator run again with the same arguments: everything is done, nothing is measured
+    again = tune_model_ray(tasks, n_trial, log, measure_args=FAST, address="local", num_cpus=2, progress=False)
+    assert len(load_records(log)) == n_trial and not ray.is_initialized()
+    assert [again.tuners[t.key].best_cost for t in tasks] == [res.tuners[t.key].best_cost for t in tasks]
