@@ -9,7 +9,7 @@ with ``release regal export --graph model:NAME`` when missing). Tuned BRKGA is g
 the first 4 training graphs at the same budget. Seeds: ``10_000 + i`` (never a training seed).
 
 Usage: ``.venv/bin/python benchmarks/regal/run_part2.py [--n-test 50] [--budget 1000] [--workers 1]``
-Writes ``results/part2.json`` and ``results/part2.md``.
+Writes ``results/part2.{json,md}`` (``results/part2-OBJECTIVE.{json,md}`` with ``--objectives OBJECTIVE``).
 """
 
 import argparse
@@ -57,9 +57,9 @@ def main():
     test = ds.test[: args.n_test]
     reals = [real_graph(n) for n in REAL]
     out = {"budget": args.budget, "n_test": len(test), "objectives": {}}
-    md = [f"# REGAL part 2 evaluation (budget {args.budget} evaluations, {len(test)} held-out synthetic graphs of "
+    md = [f"# REGAL part 2 evaluation ({args.objectives}) (budget {args.budget} evaluations, {len(test)} held-out synthetic graphs of "
           "40 nodes, 4 real graphs)", "", f"Command: `.venv/bin/python benchmarks/regal/run_part2.py "
-          f"--n-test {args.n_test} --budget {args.budget} --workers {args.workers}`", ""]
+          f"--objectives {args.objectives} --n-test {args.n_test} --budget {args.budget} --workers {args.workers}`", ""]
     for objective in args.objectives.split(","):
         t0 = time.perf_counter()
         policy, meta = load_policy(shipped_checkpoint(objective))
@@ -100,8 +100,9 @@ def main():
                       f"{r['tuned'] / scale:.1f} | {r['local'] / scale:.1f} | {ex} | {r['match_evals']:.0f} |")
         md.append("")
         print("\n".join(md[-12:]), flush=True)
-    (HERE / "results" / "part2.json").write_text(json.dumps(out, indent=1, default=float))
-    (HERE / "results" / "part2.md").write_text("\n".join(md) + "\n")
+    stem = "part2" if args.objectives == "peak-memory,runtime" else "part2-" + args.objectives.replace(",", "-")
+    (HERE / "results" / f"{stem}.json").write_text(json.dumps(out, indent=1, default=float))
+    (HERE / "results" / f"{stem}.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
 

@@ -10,7 +10,11 @@ exact         frontier DP (single-device peak memory) and CP-SAT (makespan with 
 synthetic     seeded layered random DAGs, disjoint train/valid/test splits, room-for-improvement filter
 relax_import  Relax IRModule / PyTorch -> ComputationGraph (TVM FLOP estimate or measured latencies)
 models        ResNet-18, transformer encoder layer, Inception block, RandWire (``model:NAME``)
-cli           ``release regal optimize|export``
+policy        REGAL's GNN policy: per-node Beta(alpha, beta) / rho choices for BRKGA (PyTorch)
+train         REINFORCE (contextual bandit) training of the policy, BRKGA runs in worker processes
+evaluate      policy vs plain / tuned BRKGA, local search and optima on held-out graphs
+relax_apply   apply a single-device schedule to a Relax module, check outputs, compare TVM's memory plan
+cli           ``release regal optimize|export|train``
 
 Names below are imported lazily so that ``import release.graph`` does not import TVM or PyTorch.
 """
@@ -33,6 +37,16 @@ _LAZY = {
     "from_relax": "release.graph.relax_import",
     "from_torch": "release.graph.relax_import",
     "model_graph": "release.graph.models",
+    "RegalPolicy": "release.graph.policy",
+    "PolicyConfig": "release.graph.policy",
+    "load_policy": "release.graph.policy",
+    "policy_action": "release.graph.policy",
+    "TrainConfig": "release.graph.train",
+    "train": "release.graph.train",
+    "EvalConfig": "release.graph.evaluate",
+    "evaluate_policy": "release.graph.evaluate",
+    "apply_schedule": "release.graph.relax_apply",
+    "planned_memory": "release.graph.relax_apply",
 }
 
 __all__ = sorted(_LAZY)

@@ -198,7 +198,7 @@ def _train(args) -> int:
     graphs = training_graphs(args.graphs, args.nodes, args.width, args.edge_density, args.data_seed)
     cfg = TrainConfig(objective=args.objective, devices=devices, budget=budget, steps=steps,
                       batch_graphs=args.batch_graphs, samples=args.samples, lr=args.lr, entropy=args.entropy,
-                      workers=workers, seed=args.seed)
+                      per_node_logp=args.per_node_logp, workers=workers, seed=args.seed)
     cfg.validate()
     print(f"training on {len(graphs)} graphs ({graphs[0].n} nodes first), objective {args.objective}, "
           f"{devices} device(s), budget {budget}, {steps} steps, {workers} worker(s)")
@@ -275,6 +275,8 @@ def register(subparsers) -> None:
     t.add_argument("--samples", type=int, default=4, help="sampled choice sets per graph and step (default 4)")
     t.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
     t.add_argument("--entropy", type=float, default=0.01, help="entropy bonus weight (default 0.01)")
+    t.add_argument("--per-node-logp", action="store_true",
+                   help="divide each sample's log-probability by its node count (keeps the entropy bonus effective)")
     t.add_argument("--workers", default="1", help="processes running BRKGA (default 1)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", required=True, help="checkpoint path (.pt); resumed when it exists")

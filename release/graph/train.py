@@ -10,6 +10,9 @@ policy (:func:`release.graph.policy.sample_action`), run BRKGA with each at a fi
 limit scores -1). The baseline is the mean reward of the *other* samples of the same graph and seed
 (leave-one-out, so it does not depend on the sample it scores); advantages are divided by their standard
 deviation over the step. Loss = -mean(advantage x log-prob) - ``entropy`` x mean per-node entropy; Adam.
+With ``per_node_logp`` the log-probability is divided by the node count (without it, the sum over ~40 nodes x
+heads outweighs the entropy bonus and the peak-memory policy collapsed to one deterministic choice within 170
+steps; notes/issue-8.md).
 
 BRKGA runs go to a ``concurrent.futures.ProcessPoolExecutor`` with ``workers`` processes (each with
 ``torch.set_num_threads(1)``), or run inline with ``workers <= 1``. Ray is not used (not installed here).
@@ -55,6 +58,9 @@ class TrainConfig:
     """Adam learning rate."""
     entropy: float = 0.01
     """Weight of the entropy bonus."""
+    per_node_logp: bool = False
+    """Divide each sample's log-probability (a sum over nodes and heads) by its node count, so the entropy
+    bonus (a per-node mean) keeps its weight on large graphs."""
     hidden: int = 32
     """Policy width (PolicyConfig.hidden)."""
     layers: int = 3
@@ -264,7 +270,7 @@ def train(
                 x, e = tensors[gi]
                 for _ in range(cfg.samples):
                     a, lp, ent = sample_action(policy, x, e, generator=gen)
-                    logps.append(lp)
+                    logps.append(lp / x.shape[0] if cfg.per_node_logp else lp)
                     ents.append(ent)
                     tasks.append((gi, cfg.budget, s, a.brkga_params(policy.cfg, cfg.devices)))
             need = sorted({(gi, s) for gi, s in zip(batch, seeds) if (gi, s) not in state.plain})
