@@ -240,8 +240,9 @@ class Action:
         if devices == 1:
             return {"alpha": pri[:, 0].copy(), "beta": pri[:, 1].copy(), "rho": rho_n}
         if devices != cfg.devices:
+            use = "--devices 1" if cfg.devices == 1 else f"--devices {cfg.devices} or 1"
             raise GraphError(f"this policy was trained for {cfg.devices} device(s) and cannot set affinity keys for "
-                             f"{devices}; use --devices {cfg.devices} or 1, or train a policy with --devices {devices}")
+                             f"{devices}; use {use}, or train a policy with `release regal train --devices {devices}`")
         aff = grid[self.key_choice[:, 1:]]  # (n, d, 2)
         alpha = np.concatenate([pri[:, 0], aff[..., 0].reshape(-1)])
         beta = np.concatenate([pri[:, 1], aff[..., 1].reshape(-1)])

@@ -213,3 +213,21 @@ def test_relax_reorder_keeps_outputs_identical():
     assert from_relax(rep.module).names == [g.names[v] for v in order]
     with pytest.raises(GraphError, match="not a topological order"):
         apply_schedule(mod, g, list(range(g.n))[::-1], check=False)
+
+
+def test_brkga_runner_processes_match_inline():
+    from release.graph.train import BRKGARunner
+
+    graphs = [random_layered_graph(SyntheticConfig(n_nodes=15, width=4), s) for s in (1, 2)]
+    pc = PolicyConfig(devices=2)
+    torch.manual_seed(0)
+    pol = RegalPolicy(pc)
+    params = policy_action(pol, graphs[1], greedy=False, seed=3).brkga_params(pc, 2)
+    tasks = [(0, 120, 5, None), (1, 120, 6, params), (1, 120, 6, None)]
+    inline = BRKGARunner(graphs, "runtime", 2, workers=1).run(tasks)
+    pool = BRKGARunner(graphs, "runtime", 2, workers=2)
+    try:
+        assert pool.run(tasks) == inline
+    finally:
+        pool.close()
+    assert inline[0][0] == brkga(PerformanceModel(graphs[0], 2, "runtime"), 120, seed=5).best_objective
