@@ -150,3 +150,56 @@ def test_local_ray_cluster_tunes_tiny_cnn_and_resumes_a_killed_worker(tmp_path):
     again = tune_model_ray(tasks, n_trial, log, measure_args=FAST, address="local", num_cpus=2, progress=False)
     assert len(load_records(log)) == n_trial and not ray.is_initialized()
     assert [again.tuners[t.key].best_cost for t in tasks] == [res.tuners[t.key].best_cost for t in tasks]
+
+
+COORDINATOR = """
+import sys
+from release import model as M
+from release.distributed.ray_tune import tune_model_ray
+model = M.load_model("tiny-cnn")
+tasks = M.extract_tasks(model, "llvm")
+tune_model_ray(tasks, int(sys.argv[2]), sys.argv[1], measure_args=dict(number=1, repeat=1, min_repeat_ms=0),
+               address="local", num_cpus=2, progress=False)
+print("DONE", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_coordinator_killed_and_restarted_resumes_without_remeasuring(tmp_path):
+    """SIGKILL the coordinator (and the local Ray cluster it started) once records are on disk;
+    the same command again finishes the run and measures no config twice."""
+    import subprocess
+    import sys
+
+    from release.measure import load_records
+
+    from .conftest import kill_tree, wait_for
+
+    log = str(tmp_path / "c.jsonl")
+    n_trial = 12
+    cmd = [sys.executable, "-c", COORDINATOR, log, str(n_trial)]
+
+    def on_disk():
+        ids = set()
+        for p in [log] + [os.path.join(log + ".shards", f) for f in (os.listdir(log + ".shards")
+                                                                       if os.path.isdir(log + ".shards") else [])]:
+            if p.endswith(".jsonl") and os.path.exists(p):
+                ids |= {(r.task, tuple(r.config)) for r in load_records(p)}
+        return ids
+
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: len(on_disk()) >= 3 or first.poll() is not None, 400, "three records", step=0.3)
+        assert first.poll() is None, first.stdout.read()
+        kill_tree(first)
+    finally:
+        if first.poll() is None:
+            kill_tree(first)
+    before = on_disk()
+    assert 3 <= len(before) < n_trial
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=500)
+    assert second.returncode == 0 and "DONE" in second.stdout, second.stdout[-2000:] + second.stderr[-2000:]
+    recs = load_records(log)
+    ids = [(r.task, tuple(r.config)) for r in recs]
+    assert len(ids) == n_trial and len(set(ids)) == n_trial  # nothing measured twice, nothing lost
+    assert before <= set(ids)  # every record of the killed run is in the merged log

@@ -111,5 +111,14 @@ def test_tune_rpc_survives_a_server_killed_mid_run(rpc_cluster, tmp_path):
     assert killed_at < n_trial  # the kill happened mid-run
     st = tracker_status(rpc_cluster.host, rpc_cluster.port)[rpc_cluster.key]
     assert st.devices == 1 and [p for _, p in st.servers] == list(rpc_cluster.servers)
+    # the last device of the key gone too: the key stays in the tracker's queue with no server,
+    # which check_key reports (a tuner would otherwise wait in the queue for ever)
+    for p in list(rpc_cluster.servers.values()):
+        kill_tree(p)
+    rpc_cluster.servers.clear()
+    wait_for(lambda: tracker_status(rpc_cluster.host, rpc_cluster.port)[rpc_cluster.key].devices == 0, 30,
+             "the tracker to drop the last server")
+    with pytest.raises(MeasureError, match=f"no device with key '{rpc_cluster.key}'"):
+        check_key(rpc_cluster.host, rpc_cluster.port, rpc_cluster.key)
     print(f"killed server {victim_port} after {killed_at} records; errors: "
           f"{[(r['error_kind'], r['error_msg'][:80]) for r in recs if r['error_kind']]}")
