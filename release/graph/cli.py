@@ -190,6 +190,20 @@ def training_graphs(spec: str, nodes: int, width: int, edge_density: float, data
 HELD_OUT_TEST = 100
 
 
+def _brkga_config(spec):
+    """``population=50,elite_fraction=0.1,...`` -> dict (None for None)."""
+    if not spec:
+        return None
+    out = {}
+    for part in spec.split(","):
+        k, _, v = part.partition("=")
+        try:
+            out[k.strip()] = int(v) if k.strip() == "population" else float(v)
+        except ValueError:
+            raise GraphError(f"bad --brkga-config entry {part!r}; use NAME=NUMBER, e.g. population=50") from None
+    return out
+
+
 def _train(args) -> int:
     import sys
 
@@ -202,7 +216,7 @@ def _train(args) -> int:
     graphs = training_graphs(args.graphs, args.nodes, args.width, args.edge_density, args.data_seed)
     cfg = TrainConfig(objective=args.objective, devices=devices, budget=budget, steps=steps,
                       batch_graphs=args.batch_graphs, samples=args.samples, lr=args.lr, entropy=args.entropy,
-                      per_node_logp=args.per_node_logp, workers=workers, seed=args.seed)
+                      per_node_logp=args.per_node_logp, brkga=_brkga_config(args.brkga_config), workers=workers, seed=args.seed)
     cfg.validate()
     print(f"training on {len(graphs)} graphs ({graphs[0].n} nodes first), objective {args.objective}, "
           f"{devices} device(s), budget {budget}, {steps} steps, {workers} worker(s)")
@@ -281,6 +295,9 @@ def register(subparsers) -> None:
     t.add_argument("--entropy", type=float, default=0.01, help="entropy bonus weight (default 0.01)")
     t.add_argument("--per-node-logp", action="store_true",
                    help="divide each sample's log-probability by its node count (keeps the entropy bonus effective)")
+    t.add_argument("--brkga-config", default=None,
+                   help="BRKGA config for policy and reference runs, e.g. population=50,elite_fraction=0.1 "
+                        "(default: plain BRKGA)")
     t.add_argument("--workers", default="1", help="processes running BRKGA (default 1)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", required=True, help="checkpoint path (.pt); resumed when it exists")

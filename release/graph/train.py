@@ -71,6 +71,9 @@ class TrainConfig:
     """Seeds initial weights, graph batches and action sampling."""
     checkpoint_every: int = 10
     """Write the checkpoint every this many steps (and at the end)."""
+    brkga: dict | None = None
+    """BRKGA config fields (``population``, ``elite_fraction``, ``mutant_fraction``, ``rho``) for the policy's and
+    the reference runs alike; None = :class:`BRKGAConfig` defaults (plain BRKGA)."""
     latency_us: float = 5.0
     """Cross-device transfer latency of the performance model, us."""
     bandwidth: float = 1e4
@@ -85,6 +88,14 @@ class TrainConfig:
                 raise GraphError(f"training {name} must be >= 1, got {getattr(self, name)}")
         if self.samples < 2:
             raise GraphError(f"training samples must be >= 2 (leave-one-out baseline), got {self.samples}")
+        if self.brkga is not None:
+            from .brkga import BRKGAConfig
+
+            try:
+                BRKGAConfig(**self.brkga).validate()
+            except TypeError:
+                raise GraphError(f"unknown BRKGA config field in {self.brkga}; use population, elite_fraction, "
+                                 "mutant_fraction, rho") from None
         if self.lr <= 0 or self.entropy < 0:
             raise GraphError(f"lr must be > 0 and entropy >= 0, got {self.lr}, {self.entropy}")
 
@@ -111,11 +122,17 @@ def _run_task(task) -> tuple[float, float]:
     from .brkga import brkga
     from .perf_model import PerformanceModel
 
-    gi, budget, seed, params = task
+    from .brkga import BRKGAConfig
+
+    gi, budget, seed, params = task[:4]
+    config = BRKGAConfig(**task[4]) if len(task) > 4 and task[4] else None
     kw = dict(_MODEL_KW)
     devices, objective = kw.pop("devices"), kw.pop("objective")
     m = PerformanceModel(_GRAPHS[gi], devices, objective, **kw)
-    r = brkga(m, budget, seed=seed, **(params or {}))
+    params = dict(params or {})
+    if config is not None and params.get("rho") is None:
+        params.pop("rho", None)
+    r = brkga(m, budget, config, seed=seed, **params)
     return r.best_objective, r.best_violation
 
 
@@ -142,7 +159,7 @@ class BRKGARunner:
             _init_worker(*self.args)
 
     def run(self, tasks: list) -> list[tuple[float, float]]:
-        """Run ``(graph index, budget, seed, params)`` tasks; returns ``(objective, violation)`` in task order."""
+        """Run ``(graph index, budget, seed, params[, brkga config dict])`` tasks; returns ``(objective, violation)`` in task order."""
         if self.pool is None:
             _init_worker(*self.args)  # inline: another runner may have replaced the globals
             return [_run_task(t) for t in tasks]
@@ -272,9 +289,9 @@ def train(
                     a, lp, ent = sample_action(policy, x, e, generator=gen)
                     logps.append(lp / x.shape[0] if cfg.per_node_logp else lp)
                     ents.append(ent)
-                    tasks.append((gi, cfg.budget, s, a.brkga_params(policy.cfg, cfg.devices)))
+                    tasks.append((gi, cfg.budget, s, a.brkga_params(policy.cfg, cfg.devices), cfg.brkga))
             need = sorted({(gi, s) for gi, s in zip(batch, seeds) if (gi, s) not in state.plain})
-            res = runner.run([(gi, cfg.budget, s, None) for gi, s in need] + tasks)
+            res = runner.run([(gi, cfg.budget, s, None, cfg.brkga) for gi, s in need] + tasks)
             for k, r in zip(need, res[: len(need)]):
                 state.plain[k] = r
             res = res[len(need):]
