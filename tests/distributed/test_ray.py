@@ -203,3 +203,26 @@ def test_coordinator_killed_and_restarted_resumes_without_remeasuring(tmp_path):
     ids = [(r.task, tuple(r.config)) for r in recs]
     assert len(ids) == n_trial and len(set(ids)) == n_trial  # nothing measured twice, nothing lost
     assert before <= set(ids)  # every record of the killed run is in the merged log
+
+
+@pytest.mark.slow
+def test_ray_tasks_measure_through_the_rpc_tracker(rpc_cluster, tmp_path):
+    """`measure_args` runner="rpc": each Ray task builds on its worker and runs on the tracker's devices."""
+    import ray
+
+    from release import model as M
+    from release.measure import load_records
+
+    model = M.load_model("tiny-cnn")
+    tasks = M.extract_tasks(model, "llvm")
+    log = str(tmp_path / "rpc-ray.jsonl")
+    args = dict(FAST, runner="rpc", rpc_key=rpc_cluster.key, rpc_host=rpc_cluster.host, rpc_port=rpc_cluster.port)
+    try:
+        res = tune_model_ray(tasks, 3 * len(tasks), log, measure_args=args, address="local", num_cpus=2,
+                             progress=False)
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+    recs = load_records(log)
+    assert len(recs) == 3 * len(tasks) and all(r.ok and r.run_s > 0 for r in recs)
+    assert all(res.tuners[t.key].trials == 3 and res.tuners[t.key].best_cost < 1 for t in tasks)
