@@ -56,6 +56,7 @@ def register(subparsers) -> None:
     p.add_argument("--tuner", default="random", help="tuner for every task (see `release tune --help`)")
     p.add_argument("--n-trial", type=int, default=2000, help="measured configs over all tasks")
     p.add_argument("--scheduler", default="gradient", choices=["gradient", "round-robin"], help="task scheduler")
+    p.add_argument("--plan-size", type=int, default=None, help="plan size of model-based tuners (per task)")
     p.add_argument("--log", default=None, help="JSON-lines log shared by all tasks (resumed if it exists)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compare", default="untuned,torch",
@@ -219,8 +220,9 @@ def cmd_tune_model(args) -> int:
     print(f"model    {model.name}: {len(tasks)} tunable tasks, "
           f"{sum(t.flop * t.weight for t in tasks) / 1e9:.2f} GFLOP per inference ({time.time() - t0:.1f} s to extract)")
     log = args.log or os.path.join("runs", f"{os.path.basename(args.model)}.{args.tuner}.jsonl")
+    kwargs = {"plan_size": args.plan_size} if args.plan_size is not None else {}
     res = M.tune_model(tasks, args.n_trial, log, tuner=args.tuner, scheduler=args.scheduler,
-                       measure_option=option, seed=args.seed, progress=not args.no_progress)
+                       measure_option=option, seed=args.seed, progress=not args.no_progress, tuner_kwargs=kwargs)
     option["builder"].close()
     print(f"{'task':<48} {'weight':>6} {'trials':>6} {'best ms':>9} {'GFLOPS':>8}")
     for row in res.table():

@@ -14,6 +14,11 @@ def init_worker(target_json: str) -> None:
     ensure_tensor_intrinsics(resolve_target(target_json))
 
 
+def ping() -> int:
+    """No-op job that makes a pool start its worker processes (imports included)."""
+    return os.getpid()
+
+
 def build(mod, target_json: str) -> tuple[str, float]:
     """Build one scheduled IRModule and export it; returns ``(artifact_path, build_seconds)``.
 

@@ -23,6 +23,11 @@ from ..target import device_type
 logger = logging.getLogger(__name__)
 
 
+#: seconds allowed for worker processes to start (import TVM and PyTorch) before the per-job
+#: build and run timeouts apply
+STARTUP_TIMEOUT = 180.0
+
+
 class ErrorKind:
     """Error kinds of a :class:`MeasureResult` (strings, stored in records)."""
 
@@ -122,11 +127,15 @@ class LocalBuilder:
 
         if self._pool is None or self._pool_target != target_json:
             self.close()
-            self._pool = PopenPoolExecutor(
-                max_workers=self.n_parallel, timeout=self.timeout, initializer=_worker.init_worker,
-                initargs=(target_json,), maximum_process_uses=self.max_uses,
+            pool = PopenPoolExecutor(
+                max_workers=self.n_parallel, timeout=max(self.timeout, STARTUP_TIMEOUT),
+                initializer=_worker.init_worker, initargs=(target_json,), maximum_process_uses=self.max_uses,
             )
-            self._pool_target = target_json
+            # Start every worker (importing TVM takes 5-20 s with torch installed) under a generous
+            # limit, so the first builds are not killed by the per-build timeout; then enforce it.
+            list(pool.map_with_error_catching(lambda _: _worker.ping(), range(self.n_parallel)))
+            pool._timeout = self.timeout  # PopenPoolExecutor reads it for every job
+            self._pool, self._pool_target = pool, target_json
         return self._pool
 
     def build(self, mods: Sequence, target_json: str) -> list[tuple[str | None, float, str, str]]:
@@ -212,11 +221,14 @@ class LocalRunner:
         if self._runner is None:
             from tvm.s_tir.meta_schedule.runner import LocalRunner as MSLocalRunner
 
+            # MetaSchedule's runner starts its worker in a sanity check bounded by timeout_sec: give
+            # start-up a generous limit, then enforce the per-run timeout.
             self._runner = MSLocalRunner(
-                timeout_sec=self.timeout,
+                timeout_sec=max(self.timeout, STARTUP_TIMEOUT),
                 evaluator_config=_evaluator(self.number, self.repeat, self.min_repeat_ms, self.enable_cpu_cache_flush),
                 cooldown_sec=self.cooldown_interval,
             )
+            self._runner.pool._timeout = self.timeout
         return self._runner
 
     def check_device(self, target) -> None:
@@ -247,8 +259,13 @@ class LocalRunner:
         dev = device_type(target)
         for path, args in items:
             t0 = time.perf_counter()
-            (fut,) = runner.run([RunnerInput(path, dev, args)])
-            res = fut.result()
+            try:
+                (fut,) = runner.run([RunnerInput(path, dev, args)])
+                res = fut.result()
+            except Exception as err:  # noqa: BLE001 - a broken worker is a failed measurement, not a crash
+                kind = ErrorKind.RUN_TIMEOUT if isinstance(err, TimeoutError) else ErrorKind.RUN_ERROR
+                out.append(([], time.perf_counter() - t0, kind, _short(err) or type(err).__name__))
+                continue
             out.append(_runner_result(res, time.perf_counter() - t0))
         return out
 
