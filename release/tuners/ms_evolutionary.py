@@ -89,7 +89,10 @@ class MSEvolutionaryTuner(Tuner):
     num_threads : int
         Threads of the search and of the XGBoost model (default 1; this machine is shared).
     seed : int, optional
-        MetaSchedule ``rand_state`` (None: 0... MetaSchedule's -1 means time-based).
+        Seed of MetaSchedule's random state (``rand_state = seed + 1``; None: MetaSchedule's
+        ``-1``, seeded from the clock).
+    plan_size : int, optional
+        Alias of ``num_trials_per_iter``.
 
     Raises
     ------
