@@ -18,8 +18,9 @@ mutation probability 0.85, eps-greedy 0.05; the XGBModel predicts random scores 
 100 samples. One change keeps the search in the same knob space as the other tuners:
 ``MutateParallel`` (which rewrites the parallel-extent *instruction*, not a sampling decision) is
 left out of the llvm mutators and the remaining probabilities are used as given (MetaSchedule
-normalizes them). A candidate whose trace maps to no config (none seen so far) is reported to
-the strategy as failed and not measured.
+normalizes them). A candidate whose trace maps to no config is reported to the strategy as
+failed and not measured: on resnet18.conv2d.2, 3 of 192 candidates chose a compute location the
+knob space's probing had not enumerated (``KnobSpace`` finds legal locations by probing replays).
 """
 
 from __future__ import annotations
