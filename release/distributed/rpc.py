@@ -168,9 +168,62 @@ def free_devices(host: str, port: int, key: str, timeout: float = QUERY_TIMEOUT)
     return max(1, ks.free)
 
 
+#: error messages of a run that lost its device (connection gone), not of a bad kernel
+LOST_DEVICE = ("sockchannel", "broken pipe", "connection reset", "connection refused", "connection closed",
+               "socket closed", "eof")
+
+
+def lost_device(error_msg: str) -> bool:
+    """Whether a run error says the device went away (so the config deserves another device)."""
+    m = (error_msg or "").lower()
+    return any(s in m for s in LOST_DEVICE)
+
+
+def _retrying_runner_class():
+    from ..measure import RPCRunner
+    from ..measure.measure import ErrorKind
+
+    class RetryingRPCRunner(RPCRunner):
+        """``RPCRunner`` that re-submits runs whose device died mid-session to the remaining devices.
+
+        After a batch, items whose error is a lost connection (:func:`lost_device`) are run again,
+        up to ``retries`` times, while the key still has a device; otherwise their error stands
+        (and is logged as ``run_error``). Kernel errors and timeouts are never retried.
+        """
+
+        def __init__(self, *args, retries: int = 1, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.retries = int(retries)
+            self.retried = 0  #: runs re-submitted so far
+
+        def run(self, items, target):
+            out = list(super().run(items, target))
+            for _ in range(self.retries):
+                redo = [i for i, (_, _, kind, msg) in enumerate(out)
+                        if kind == ErrorKind.RUN_ERROR and lost_device(msg)]
+                if not redo:
+                    break
+                try:
+                    check_key(self.host, self.port, self.key)
+                except MeasureError:
+                    logger.warning("%d run(s) lost their device and no device of key %r is left; recorded as "
+                                   "errors", len(redo), self.key)
+                    break
+                logger.info("re-running %d config(s) whose device went away", len(redo))
+                self.retried += len(redo)
+                again = super().run([items[i] for i in redo], target)
+                for i, r in zip(redo, again):
+                    out[i] = r
+            return out
+
+    return RetryingRPCRunner
+
+
 def make_rpc_runner(key: str, host: str = "127.0.0.1", port: int = 9190, n_parallel: int | None = None,
-                    **kwargs):
-    """A :class:`release.measure.RPCRunner` whose ``n_parallel`` defaults to the key's free devices.
+                    retries: int = 1, **kwargs):
+    """An RPC runner whose ``n_parallel`` defaults to the key's free devices, and which re-runs
+    configs whose device died mid-session on the remaining devices (``retries`` times; 0 = plain
+    :class:`release.measure.RPCRunner`).
 
     Parameters
     ----------
@@ -192,7 +245,9 @@ def make_rpc_runner(key: str, host: str = "127.0.0.1", port: int = 9190, n_paral
         n_parallel = free_devices(host, port, key)
     else:
         check_key(host, port, key)
-    return RPCRunner(key, host, port, n_parallel=n_parallel, **kwargs)
+    if retries <= 0:
+        return RPCRunner(key, host, port, n_parallel=n_parallel, **kwargs)
+    return _retrying_runner_class()(key, host, port, n_parallel=n_parallel, retries=retries, **kwargs)
 
 
 def start_tracker(host: str = "127.0.0.1", port: int = 9190, port_end: int | None = None, silent: bool = False):

@@ -122,3 +122,46 @@ def test_tune_rpc_survives_a_server_killed_mid_run(rpc_cluster, tmp_path):
         check_key(rpc_cluster.host, rpc_cluster.port, rpc_cluster.key)
     print(f"killed server {victim_port} after {killed_at} records; errors: "
           f"{[(r['error_kind'], r['error_msg'][:80]) for r in recs if r['error_kind']]}")
+
+
+@pytest.mark.slow
+def test_retrying_runner_reruns_the_killed_servers_measurement(tmp_path, matmul_task):
+    """`make_rpc_runner` (n_parallel = free devices, retries=1): the run lost with the killed server
+    is re-run on the survivor, so every record of the log is a success."""
+    import threading
+
+    from release.distributed.rpc import lost_device, make_rpc_runner
+    from release.measure import LocalBuilder, load_records, log_to_file, measure_option
+    from release.tuners import get_tuner
+
+    from .conftest import RPCCluster
+
+    assert lost_device("tvm.error.InternalError: Socket SockChannel::Send Error:Broken pipe")
+    assert not lost_device("RPCSessionTimeoutError: Your 60s session has expired")
+    cluster = RPCCluster(str(tmp_path), key="retry-cpu")
+    try:
+        # runs of ~1 s (2 x 500 ms) so the kill lands inside a run, not between sessions
+        runner = make_rpc_runner(cluster.key, cluster.host, cluster.port, number=1, repeat=2, min_repeat_ms=500,
+                                 cooldown_interval=0.0)
+        assert runner.n_parallel == 2
+        opt = measure_option(LocalBuilder(n_parallel=2, timeout=60), runner)
+        log = str(tmp_path / "retry.jsonl")
+        tuner = get_tuner("random", matmul_task, seed=3)
+        th = threading.Thread(target=lambda: tuner.tune(12, opt, callbacks=[log_to_file(log)]), daemon=True)
+        th.start()
+        victim_port, victim = next(iter(cluster.servers.items()))
+        wait_for(lambda: os.path.exists(log) and len(open(log).read().splitlines()) >= 2, 240, "two records")
+        wait_for(lambda: _session_running(victim) or not th.is_alive(), 120, "a session on the victim", step=0.05)
+        kill_tree(victim)
+        del cluster.servers[victim_port]
+        th.join(300)
+        assert not th.is_alive()
+        opt["builder"].close()
+        opt["runner"].close()
+        recs = load_records(log)
+        assert len(recs) == 12 and len({tuple(r.config) for r in recs}) == 12
+        errors = [(r.error_kind, r.error_msg[:80]) for r in recs if not r.ok]
+        assert all(r.ok for r in recs), errors
+        assert runner.retried >= 1, "the kill hit no measurement in flight" 
+    finally:
+        cluster.close()
