@@ -4,8 +4,12 @@ mutant fractions from ``results/part2-OBJECTIVE.json``; the policy's per-node rh
 The policies were trained with the default config, so this measures transfer to another config, not a policy
 trained for it. Same 50 held-out graphs, budget 1,000 and seeds 10,000 + i as ``run_part2.py``.
 
-Usage: ``.venv/bin/python benchmarks/regal/regal_on_tuned.py`` -> ``results/regal_on_tuned.md``
+Usage: ``.venv/bin/python benchmarks/regal/regal_on_tuned.py`` -> ``results/regal_on_tuned.md``;
+``... --objectives runtime --checkpoint PATH --out NAME.md`` evaluates another runtime policy (e.g. one trained
+with ``release regal train --brkga-config ...`` against the tuned config).
 """
+
+import argparse
 
 import json
 import sys
@@ -20,6 +24,11 @@ HERE = Path(__file__).resolve().parent
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--objectives", default="runtime,peak-memory")
+    ap.add_argument("--checkpoint", default=None, help="policy checkpoint (one objective only)")
+    ap.add_argument("--out", default="regal_on_tuned.md")
+    args = ap.parse_args()
     from release.graph.brkga import BRKGAConfig, brkga
     from release.graph.perf_model import PerformanceModel
     from release.graph.policy import load_policy, policy_action, shipped_checkpoint
@@ -27,13 +36,13 @@ def main():
 
     test = make_splits(32, 0, 100, SyntheticConfig(n_nodes=40, width=8, edge_density=0.15), seed=0).test[:50]
     lines = ["# REGAL choices on top of tuned BRKGA (50 held-out synthetic graphs, budget 1000)", "",
-             "Command: `.venv/bin/python benchmarks/regal/regal_on_tuned.py`", "",
+             f"Command: `.venv/bin/python benchmarks/regal/regal_on_tuned.py {' '.join(sys.argv[1:])}`", "",
              "| objective | tuned config | REGAL+tuned vs tuned (mean %) | improved / worse | REGAL+tuned, same rho as tuned (mean %) |",
              "|---|---|---:|---:|---:|"]
-    for objective in ("runtime", "peak-memory"):
+    for objective in args.objectives.split(","):
         res = json.loads((HERE / "results" / f"part2-{objective}.json").read_text())["objectives"][objective]
         tuned = BRKGAConfig(**res["tuned"])
-        pol, _ = load_policy(shipped_checkpoint(objective))
+        pol, _ = load_policy(args.checkpoint or shipped_checkpoint(objective))
         d = pol.cfg.devices
         rel, rel_rho, better, worse = [], [], 0, 0
         for i, g in enumerate(test):
@@ -49,7 +58,7 @@ def main():
         lines.append(f"| {objective} ({d} device(s)) | {res['tuned']} | {np.mean(rel):+.2f} | {better} / {worse} | "
                      f"{np.mean(rel_rho):+.2f} |")
         print(lines[-1], flush=True)
-    (HERE / "results" / "regal_on_tuned.md").write_text("\n".join(lines) + "\n")
+    (HERE / "results" / args.out).write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
