@@ -231,3 +231,23 @@ def test_brkga_runner_processes_match_inline():
     finally:
         pool.close()
     assert inline[0][0] == brkga(PerformanceModel(graphs[0], 2, "runtime"), 120, seed=5).best_objective
+
+
+def test_training_against_a_given_brkga_config():
+    from release.graph.brkga import BRKGAConfig
+    from release.graph.train import BRKGARunner
+
+    g = random_layered_graph(SyntheticConfig(n_nodes=15, width=4), 8)
+    conf = {"population": 30, "elite_fraction": 0.1, "mutant_fraction": 0.1, "rho": 0.6}
+    pc = PolicyConfig(devices=1)
+    uni = Action.uniform(g.n, pc).brkga_params(pc, 1)
+    runner = BRKGARunner([g], "peak-memory", 1)
+    ref = brkga(PerformanceModel(g, 1, "peak-memory"), 200, BRKGAConfig(**conf), seed=4)
+    # the reference run uses the config (its rho); the policy's per-node rho replaces the config's rho
+    assert runner.run([(0, 200, 4, None, conf)])[0][0] == ref.best_objective
+    tuned_rho = brkga(PerformanceModel(g, 1, "peak-memory"), 200, BRKGAConfig(**{**conf, "rho": 0.7}), seed=4)
+    assert runner.run([(0, 200, 4, uni, conf)])[0][0] == tuned_rho.best_objective
+    with pytest.raises(GraphError, match="unknown BRKGA config field"):
+        TrainConfig(brkga={"pop": 10}).validate()
+    with pytest.raises(GraphError, match="population"):
+        TrainConfig(brkga={"population": 1}).validate()
