@@ -72,6 +72,11 @@ def register(subparsers) -> None:
     p.add_argument("--timeout", type=float, default=10.0)
     p.add_argument("--build-timeout", type=float, default=30.0)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="tune the tasks in parallel on a Ray cluster: 'local' (this machine), 'auto', HOST:PORT or ray://HOST:PORT")
+    p.add_argument("--ray-cpus", type=int, default=None, help="CPUs of a --ray local cluster = tasks tuned at once")
+    p.add_argument("--split", choices=["equal", "flop"], default="equal",
+                   help="with --ray: trial budget per task, equal or proportional to weight*flop")
     p.set_defaults(func=cmd_tune_model)
 
     p = subparsers.add_parser("bench", help="benchmark tuners x workloads x seeds against AutoTVM's XGBTuner",
@@ -125,7 +130,10 @@ def make_measure_option(args):
     if args.runner == "rpc":
         if not args.rpc_key:
             raise TunerError("--runner rpc needs --rpc-key KEY (the device key registered at the tracker)")
-        runner = RPCRunner(args.rpc_key, args.rpc_host, args.rpc_port, **common)
+        from .distributed.rpc import make_rpc_runner
+
+        # n_parallel = the key's free devices; runs whose device died are re-run on the others
+        runner = make_rpc_runner(args.rpc_key, args.rpc_host, args.rpc_port, **common)
     else:
         runner = LocalRunner(**common)
     return measure_option(builder, runner)
@@ -221,9 +229,17 @@ def cmd_tune_model(args) -> int:
           f"{sum(t.flop * t.weight for t in tasks) / 1e9:.2f} GFLOP per inference ({time.time() - t0:.1f} s to extract)")
     log = args.log or os.path.join("runs", f"{os.path.basename(args.model)}.{args.tuner}.jsonl")
     kwargs = {"plan_size": args.plan_size} if args.plan_size is not None else {}
-    res = M.tune_model(tasks, args.n_trial, log, tuner=args.tuner, scheduler=args.scheduler,
-                       measure_option=option, seed=args.seed, progress=not args.no_progress, tuner_kwargs=kwargs)
-    option["builder"].close()
+    if args.ray:
+        from .distributed.ray_tune import measure_args_from_cli, tune_model_ray
+
+        option["builder"].close()
+        res = tune_model_ray(tasks, args.n_trial, log, tuner=args.tuner, measure_args=measure_args_from_cli(args),
+                             address=args.ray, split=args.split, seed=args.seed, num_cpus=args.ray_cpus,
+                             progress=not args.no_progress, scheduler=args.scheduler, tuner_kwargs=kwargs)
+    else:
+        res = M.tune_model(tasks, args.n_trial, log, tuner=args.tuner, scheduler=args.scheduler,
+                           measure_option=option, seed=args.seed, progress=not args.no_progress, tuner_kwargs=kwargs)
+        option["builder"].close()
     print(f"{'task':<48} {'weight':>6} {'trials':>6} {'best ms':>9} {'GFLOPS':>8}")
     for row in res.table():
         print(f"{row['task'][:48]:<48} {row['weight']:>6} {row['trials']:>6} {row['best_ms']:>9.4f} {row['gflops']:>8.2f}")

@@ -314,13 +314,10 @@ def check_tracker(host: str, port: int, key: str | None = None, timeout: float =
     except Exception as err:  # noqa: BLE001
         raise MeasureError(f"RPC tracker at {host}:{port} did not answer a summary request: {_short(err)}") from None
     if key is not None:
-        queue = summary.get("queue_info", {})
-        if key not in queue:
-            known = ", ".join(sorted(queue)) or "none"
-            raise MeasureError(
-                f"RPC tracker {host}:{port} has no device with key {key!r} (keys with devices: {known}); start "
-                f"one with `release rpc server --key {key} --tracker {host}:{port}`"
-            )
+        # the tracker keeps a key's queue after its last server died: count registered servers
+        from ..distributed.rpc import check_key
+
+        check_key(host, int(port), key, timeout)
     return summary
 
 
@@ -436,7 +433,8 @@ class Measurer:
 
     @property
     def batch_size(self) -> int:
-        return self.builder.n_parallel
+        """Configs per batch: the build workers, or the RPC devices if there are more of them."""
+        return max(self.builder.n_parallel, getattr(self.runner, "n_parallel", 1))
 
     def measure(self, configs: Sequence[Sequence[int]], on_result=None) -> list[MeasureResult]:
         """Measure ``configs``; one :class:`MeasureResult` per config, in order.
