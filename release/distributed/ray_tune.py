@@ -357,7 +357,6 @@ def tune_model_ray(tasks: list, n_trial: int, log: str, tuner: str = "random", m
             raise TunerError("--runner rpc needs --rpc-key KEY (the device key registered at the tracker)")
         check_key(args["rpc_host"], int(args["rpc_port"]), args["rpc_key"])
     t0 = time.time()
-    os.makedirs(f"{log}.shards", exist_ok=True)
     merged = merge_shards(log)
     if merged:
         logger.info("merged %d records from shards of an earlier run into %s", merged, log)
@@ -370,6 +369,7 @@ def tune_model_ray(tasks: list, n_trial: int, log: str, tuner: str = "random", m
     logger.info("ray: %d of %d tasks to tune (%s split: %s)", len(todo), len(tasks), split, budgets)
     extra: dict[str, dict] = {}
     if todo:
+        os.makedirs(f"{log}.shards", exist_ok=True)
         started = connect(address, num_cpus=num_cpus, timeout=connect_timeout)
         try:
             extra = _run(todo, held, log, tuner, seed, args, cpus_per_task, max_retries, progress, tuner_kwargs)
