@@ -168,9 +168,11 @@ def free_devices(host: str, port: int, key: str, timeout: float = QUERY_TIMEOUT)
     return max(1, ks.free)
 
 
-#: error messages of a run that lost its device (connection gone), not of a bad kernel
+#: error messages of a run that lost its device (connection gone), not of a bad kernel. The
+#: ``RPCCode::kReturn`` check fails when the server's session died in the middle of a call (seen when
+#: the server was killed; a kernel that crashes its session gives it too, and is then re-run once).
 LOST_DEVICE = ("sockchannel", "broken pipe", "connection reset", "connection refused", "connection closed",
-               "socket closed", "eof")
+               "socket closed", "eof", "rpccode::kreturn")
 
 
 def lost_device(error_msg: str) -> bool:

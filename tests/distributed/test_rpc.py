@@ -138,6 +138,7 @@ def test_retrying_runner_reruns_the_killed_servers_measurement(tmp_path, matmul_
 
     assert lost_device("tvm.error.InternalError: Socket SockChannel::Send Error:Broken pipe")
     assert not lost_device("RPCSessionTimeoutError: Your 60s session has expired")
+    assert lost_device("tvm.error.InternalError: Check failed: (code == RPCCode::kReturn) is false: code")
     cluster = RPCCluster(str(tmp_path), key="retry-cpu")
     try:
         # runs of ~1 s (2 x 500 ms) so the kill lands inside a run, not between sessions
