@@ -10,8 +10,10 @@ One round (AutoTVM ``ModelBasedTuner``, Chameleon's adaptive sampling as an opti
 3. ``sampler`` (None = measure the plan as is; Chameleon: k-means + sample synthesis) picks
    what to measure. ``next_update`` then grows by the number of configs picked (AutoTVM:
    ``plan_size``; Chameleon: the ``k`` of the round).
-4. ``next_batch`` hands out the picked configs in order; the last ``int(0.05 * plan_size)``
-   picks of each round are random unvisited configs (AutoTVM's epsilon-greedy rule).
+4. ``next_batch`` makes the plan (booked as search time, the fit as fitting time) and hands out
+   the picked configs in order; the last ``int(0.05 * plan_size)`` picks of each round (with a
+   sampler: 5% of the configs it picked) are random unvisited configs (AutoTVM's epsilon-greedy
+   rule).
 """
 
 from __future__ import annotations
@@ -98,15 +100,21 @@ class ModelBasedTuner(RandomTuner):
         self.train_ct = 0
         self.next_update = self.plan_size
         self.eps = int(0.05 * self.plan_size)
+        self.eps_round = self.eps
+        self._plan_pending = False
 
     def next_batch(self, batch_size: int) -> list[tuple]:
+        if self._plan_pending:  # planning is search: booked as search_s by the tuner loop
+            self._plan_pending = False
+            self._make_plan()
         out: list[tuple] = []
+        eps = self.eps_round
         while len(out) < batch_size and len(self.visited) + len(out) < self.space.size:
             while self.trial_pt < len(self.trials_plan) and (
                 self.trials_plan[self.trial_pt] in self.visited or self.trials_plan[self.trial_pt] in out
             ):
                 self.trial_pt += 1
-            if self.trial_pt >= len(self.trials_plan) - min(self.eps, len(self.trials_plan) // 2):
+            if self.trial_pt >= len(self.trials_plan) - eps:
                 # no plan yet, or the epsilon-greedy tail of the plan: a random unvisited config
                 out.extend(c for c in super().next_batch(1) if c not in out)
                 if self.trial_pt < len(self.trials_plan):
@@ -126,9 +134,16 @@ class ModelBasedTuner(RandomTuner):
             self._refit_and_plan()
 
     def _refit_and_plan(self) -> None:
+        """Fit the cost model (booked as fit_s); the plan is made at the next ``next_batch``."""
         xs = np.asarray(self.xs, dtype=np.int64)
         ys = np.asarray(self.ys, dtype=np.float64)
         self.cost_model.fit(xs, ys, self.plan_size)
+        self.train_ct += 1
+        self._plan_pending = True
+        self.next_update = float("inf")  # set when the plan is made
+
+    def _make_plan(self) -> None:
+        """Ask the optimizer for the plan, thin it (diversity filter) and sample it (sampler)."""
         if self.diversity_filter_ratio:
             cands = self.model_optimizer.find_maximums(
                 self.cost_model, int(self.plan_size * self.diversity_filter_ratio), self.visited)
@@ -138,11 +153,14 @@ class ModelBasedTuner(RandomTuner):
         plan = [tuple(c) for c in plan]
         if self.sampler is not None:
             plan = list(self.sampler.sample(plan, self.space, self.visited, self.plan_size))
+            # epsilon-greedy share of the picked configs (AutoTVM: 5% of a 64-config plan = 3)
+            self.eps_round = int(0.05 * len(plan))
+        else:
+            self.eps_round = self.eps
         self.trials_plan = plan
         self.trial_pt = 0
-        self.train_ct += 1
         self.next_update = len(self.xs) + max(1, len(plan))
-        logger.debug("%s: refit %d on %d samples, plan of %d", self.task.name, self.train_ct, len(xs), len(plan))
+        logger.debug("%s: refit %d on %d samples, plan of %d", self.task.name, self.train_ct, len(self.xs), len(plan))
 
 
 def submodular_pick(candidates: Sequence[tuple], num: int, knob_weight: float = 1.0) -> list[tuple]:
