@@ -34,6 +34,8 @@ def register(subparsers) -> None:
     p.add_argument("--database", default=None, help="also write a MetaSchedule JSONDatabase in this folder")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
     p.add_argument("--plan-size", type=int, default=None, help="configs per round for model-based tuners")
+    p.add_argument("--feature-type", default=None, help="cost-model features of model-based tuners: itervar | knob")
+    p.add_argument("--loss-type", default=None, help="cost-model loss of model-based tuners: reg | rank")
     p.add_argument("--runner", choices=["local", "rpc"], default="local", help="where kernels run")
     p.add_argument("--rpc-key", default=None, help="device key at the RPC tracker")
     p.add_argument("--rpc-host", default="127.0.0.1", help="RPC tracker host")
@@ -155,9 +157,8 @@ def cmd_tune(args) -> int:
     previous = check_log_for_task(log, task)
     option = make_measure_option(args)
     option["runner"].check_device(task.target)  # before the (slow on CUDA) knob space is built
-    kwargs = {}
-    if args.plan_size is not None:
-        kwargs["plan_size"] = args.plan_size
+    kwargs = {k: v for k, v in (("plan_size", args.plan_size), ("feature_type", args.feature_type),
+                                 ("loss_type", args.loss_type)) if v is not None}
     tuner = get_tuner(args.tuner, task, seed=args.seed, **kwargs)
     space = task.config_space
     print(f"task     {task.name}: {task.flop / 1e9:.3f} GFLOP, target {task.target_json}")

@@ -114,3 +114,14 @@ def test_log_written_for_another_task(tmp_path):
     p = release("tune", "--workload", "tiny.matmul.1", "--log", str(log), *FAST)
     assert_one_line_error(p, "written for another task", "resnet18.conv2d.6")
     assert len(log.read_text().splitlines()) == 1  # untouched
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["--tuner", "random", "--plan-size", "4"], ["tuner 'random' takes no plan_size"]),
+    (["--tuner", "xgb", "--feature-type", "pixels"], ["pixels"]),
+    (["--tuner", "xgb", "--loss-type", "hinge"], ["hinge"]),
+    (["--tuner", "xgb", "--plan-size", "0"], ["plan_size"]),
+])
+def test_bad_tuner_options_get_one_line(tmp_path, args, fragments):
+    p = release("tune", "--workload", "tiny.matmul.1", "--log", str(tmp_path / "x.jsonl"), *FAST, *args)
+    assert_one_line_error(p, *fragments)

@@ -34,8 +34,17 @@ def get_tuner(name: str, task, seed: int | None = None, **kwargs) -> Tuner:
 
     if name not in TUNERS:
         raise TunerError(f"unknown tuner {name!r}; choose one of: {', '.join(TUNERS)}")
+    import inspect
+
     mod, cls = TUNERS[name].split(":")
-    return getattr(importlib.import_module(mod), cls)(task, seed=seed, **kwargs)
+    klass = getattr(importlib.import_module(mod), cls)
+    accepted = inspect.signature(klass.__init__).parameters
+    if not any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
+        bad = [k for k in kwargs if k not in accepted]
+        if bad:
+            raise TunerError(f"tuner {name!r} takes no {', '.join(bad)} (it applies to model-based tuners: "
+                             "xgb, sa-as, rl, release)")
+    return klass(task, seed=seed, **kwargs)
 
 
 __all__ = ["Tuner", "MeasureInput", "RandomTuner", "GridSearchTuner", "TUNERS", "get_tuner"]
