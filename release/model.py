@@ -411,7 +411,6 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
     """
     from tvm.s_tir import meta_schedule as ms
 
-    from .measure import _worker
     from .target import ensure_tensor_intrinsics, host_cores, resolve_target
 
     target = resolve_target(target)
@@ -419,8 +418,9 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
     mod = prepare(model.mod, model.params, target)
     for name in ("tvm.s_tir.meta_schedule", "tvm.meta_schedule"):
         logging.getLogger(name).setLevel(logging.WARNING)  # its per-iteration XGBoost DEBUG lines
-    builder = ms.builder.LocalBuilder(f_build=_worker.ms_build, max_workers=n_parallel or host_cores(),
-                                      timeout_sec=120, initializer=_ms_init(target))
+    from .strategy import fast_builder
+
+    builder = fast_builder(target, max_workers=n_parallel or host_cores(), timeout_sec=120)
     runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(
         number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False))
     n_tasks = max(1, len(ms.relax_integration.extract_tasks(mod, target)))
@@ -430,15 +430,3 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
                                          num_trials_per_iter=per_iter, builder=builder, runner=runner, seed=seed)
     return db, time.time() - t0
 
-
-def _ms_init(target):
-    from .target import target_to_json
-
-    tj = target_to_json(target)
-
-    def init():
-        from release.measure._worker import init_worker
-
-        init_worker(tj)
-
-    return init
