@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -299,20 +298,9 @@ def check_tracker(host: str, port: int, key: str | None = None, timeout: float =
     MeasureError
         Nothing listens there, or ``key`` has no device registered.
     """
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
-    except OSError as err:
-        raise MeasureError(
-            f"no RPC tracker answers at {host}:{port} ({err.strerror or err}); start one with "
-            f"`release rpc tracker --port {port}` or `python -m tvm.exec.rpc_tracker --host {host} --port {port}`"
-        ) from None
-    from tvm import rpc
+    from ..distributed.rpc import _summary
 
-    try:
-        summary = rpc.connect_tracker(host, int(port)).summary()
-    except Exception as err:  # noqa: BLE001
-        raise MeasureError(f"RPC tracker at {host}:{port} did not answer a summary request: {_short(err)}") from None
+    summary = _summary(host, int(port), timeout)  # socket check, then a bounded summary request
     if key is not None:
         # the tracker keeps a key's queue after its last server died: count registered servers
         from ..distributed.rpc import check_key
