@@ -107,37 +107,3 @@ class XGBTuner(ModelBasedTuner):
                          diversity_filter_ratio=diversity_filter_ratio, sampler=resolve_sampler(sampler), seed=seed)
         self.feature_type, self.loss_type = feature_type, loss_type
         self.log_interval = log_interval  # kept for AutoTVM compatibility (logging is through `logging`)
-        self._plan_pending = False
-
-    # ModelBasedTuner fits *and* plans inside ``update``, so the tuner loop books the annealing as
-    # fitting time (fit_s). Here ``update`` only fits; the plan is made at the start of the next
-    # ``next_batch`` and is booked as search time (search_s). The plan itself is unchanged.
-    def _refit_and_plan(self) -> None:
-        xs = np.asarray(self.xs, dtype=np.int64)
-        ys = np.asarray(self.ys, dtype=np.float64)
-        self.cost_model.fit(xs, ys, self.plan_size)
-        self.train_ct += 1
-        self._plan_pending = True
-        self.next_update = float("inf")  # set when the plan is made
-
-    def _make_plan(self) -> None:
-        from .model_based import submodular_pick
-
-        if self.diversity_filter_ratio:
-            cands = self.model_optimizer.find_maximums(
-                self.cost_model, int(self.plan_size * self.diversity_filter_ratio), self.visited)
-            plan = submodular_pick(cands, self.plan_size)
-        else:
-            plan = self.model_optimizer.find_maximums(self.cost_model, self.plan_size, self.visited)
-        plan = [tuple(c) for c in plan]
-        if self.sampler is not None:
-            plan = list(self.sampler.sample(plan, self.space, self.visited, self.plan_size))
-        self.trials_plan, self.trial_pt = plan, 0
-        self.next_update = len(self.xs) + max(1, len(plan))
-        logger.debug("%s: fit %d on %d samples, plan of %d", self.task.name, self.train_ct, len(self.xs), len(plan))
-
-    def next_batch(self, batch_size: int) -> list[tuple]:
-        if self._plan_pending:
-            self._plan_pending = False
-            self._make_plan()
-        return super().next_batch(batch_size)
