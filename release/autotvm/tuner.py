@@ -4,7 +4,8 @@ from ..tuners import TUNERS as _TUNERS
 from ..tuners.simple import GridSearchTuner, RandomTuner
 from ..tuners.tuner import MeasureInput, Tuner
 
-__all__ = ["Tuner", "MeasureInput", "RandomTuner", "GridSearchTuner"]
+__all__ = ["Tuner", "MeasureInput", "RandomTuner", "GridSearchTuner", "XGBTuner", "GATuner", "ReleaseTuner",
+           "RLTuner", "SAASTuner", "MSEvolutionaryTuner"]
 
 
 def __getattr__(name):

@@ -64,18 +64,6 @@ class MSEvolutionaryParams:
     """Share of random (not model-picked) candidates."""
 
 
-def _structure(trace) -> str:
-    """Python rendering of a trace up to postprocessing, without decisions."""
-    from tvm.s_tir.schedule import Trace
-
-    kept = []
-    for inst in trace.insts:
-        if inst.kind.name == "EnterPostproc":
-            break
-        kept.append(inst)
-    return str(Trace(kept, {}))
-
-
 class MSEvolutionaryTuner(Tuner):
     """MetaSchedule ``EvolutionarySearch`` + ``XGBModel`` behind the AutoTVM tuner API.
 
@@ -223,33 +211,14 @@ class MSEvolutionaryTuner(Tuner):
         self.generations += 1
 
     def _config_of(self, trace) -> tuple:
-        """Config of a MetaSchedule candidate's trace.
-
-        EvolutionarySearch hands out *simplified* traces (dead instructions such as an unused
-        ``get_consumers`` removed), which ``KnobSpace.from_trace`` does not match against the
-        design spaces. The candidate's structure is matched here against each design space's
-        simplified trace; its sampling decisions, in order, are then written into the full
-        design-space trace, which ``from_trace`` maps.
+        """Config of a MetaSchedule candidate's (simplified) trace: ``KnobSpace.from_trace``.
 
         Raises
         ------
         InvalidConfigError
             No design space matches, or a decision is not a legal choice.
         """
-        from tvm.s_tir.schedule import Trace
-
-        if not hasattr(self, "_simplified"):
-            self._simplified = [_structure(sp.trace.simplified(remove_postproc=True)) for sp in self.space.spaces]
-        sig = _structure(trace)
-        got = [i for i in trace.insts if i.kind.name.startswith("Sample") and trace.get_decision(i) is not None]
-        for sp, ssig in zip(self.space.spaces, self._simplified):
-            if ssig != sig or len(got) != len(sp.sample_insts):
-                continue
-            decisions = dict(sp.defaults)
-            for inst, g in zip(sp.sample_insts, got):
-                decisions[inst] = trace.get_decision(g)
-            return self.space.from_trace(Trace(sp.insts, decisions))
-        raise InvalidConfigError("the trace does not come from any design space of this task")
+        return self.space.from_trace(trace)
 
     def _finish_generation(self) -> None:
         from tvm.s_tir.meta_schedule.runner import RunnerResult
