@@ -81,15 +81,16 @@ def test_fit_checks_shapes_and_plan_size(matmul_task):
 
 @pytest.fixture(scope="module")
 def measured(matmul_task):
-    """48 random configs of tiny.matmul.1 measured for real (number 3, repeat 3)."""
+    """64 random configs of tiny.matmul.1 measured for real (repeat 3, each cost averaged over >= 10 ms of
+    runs: a 64^3 matmul runs in microseconds, and single runs on a shared machine rank it at random)."""
     from release import autotvm
     from release.measure import LocalBuilder, LocalRunner, measure_option
 
     opt = measure_option(LocalBuilder(n_parallel=2, timeout=60),
-                         LocalRunner(number=3, repeat=3, min_repeat_ms=0, cooldown_interval=0.0))
+                         LocalRunner(number=3, repeat=3, min_repeat_ms=10, cooldown_interval=0.0))
     recs = []
     tuner = autotvm.tuner.RandomTuner(matmul_task, seed=123)
-    tuner.tune(48, opt, callbacks=[lambda t, i, r: recs.extend(r)])
+    tuner.tune(64, opt, callbacks=[lambda t, i, r: recs.extend(r)])
     opt["builder"].close()
     opt["runner"].close()
     xs = np.array([r.config for r in recs], dtype=np.int64)
@@ -99,7 +100,7 @@ def measured(matmul_task):
 
 @pytest.mark.parametrize("feature_type,loss_type", [("knob", "reg"), ("knob", "rank"), ("itervar", "reg")])
 def test_model_ranks_held_out_configs_better_than_chance(matmul_task, measured, feature_type, loss_type):
-    """3-fold cross-validation on 48 measured configs: train on 32, rank the 16 held out.
+    """4-fold cross-validation on 64 measured configs: train on 48, rank the 16 held out.
 
     Observed on four measured sets: mean recall@4 0.42-0.67 (chance 0.25), mean Spearman 0.28-0.71;
     one clean-clone run on a loaded machine gave Spearman 0.14 with recall above chance, so only the
@@ -107,9 +108,9 @@ def test_model_ranks_held_out_configs_better_than_chance(matmul_task, measured, 
     """
 
     xs, ys = measured
-    assert (ys > 0).sum() >= 42, "most random matmul configs should run"
+    assert (ys > 0).sum() >= 56, "most random matmul configs should run"
     k, recalls = 4, []
-    for fold in range(3):
+    for fold in range(4):
         test = np.zeros(len(xs), dtype=bool)
         test[fold * 16:(fold + 1) * 16] = True
         m = XGBoostCostModel(matmul_task, feature_type=feature_type, loss_type=loss_type, seed=0)
