@@ -317,3 +317,14 @@ class XGBoostCostModel:
     def __repr__(self) -> str:
         return (f"XGBoostCostModel({self.space.task.name}, feature_type={self.feature_type!r}, "
                 f"loss_type={self.loss_type!r}, fits={self.fit_count})")
+
+
+def rerank_by_program(model, configs: list) -> list:
+    """Re-order ``configs`` (best first) by ``model.predict_program`` and drop the ones it scores
+    ``-inf`` (invalid programs); stable for ties. The second level of the two-level scoring that
+    simulated annealing and the PPO optimizer share."""
+    if not configs:
+        return configs
+    exact = np.asarray(model.predict_program(np.asarray(configs, dtype=np.int64)), dtype=np.float64)
+    order = np.argsort(-exact, kind="stable")
+    return [configs[i] for i in order if np.isfinite(exact[i])]

@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from ..cost_model.xgb import rerank_by_program
 from ..errors import TunerError
 from .ppo import PPOAgent, PPOConfig, RoundStats
 
@@ -171,9 +172,7 @@ class RLOptimizer:
         rerank_s = 0.0
         if rerank and out:
             r0 = time.perf_counter()
-            exact = np.asarray(model.predict_program(np.asarray(out, dtype=np.int64)), dtype=np.float64)
-            order = np.argsort(-exact, kind="stable")
-            out = [out[i] for i in order if np.isfinite(exact[i])]
+            out = rerank_by_program(model, out)
             rerank_s = time.perf_counter() - r0
         out = out[: int(num)]
         stats.extra.update(rounds=rounds, queries=scores.queries, distinct=len(scores.cache), predict_s=scores.predict_s,

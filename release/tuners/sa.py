@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cost_model.xgb import rerank_by_program
 from ..errors import TunerError
 
 logger = logging.getLogger(__name__)
@@ -207,9 +208,7 @@ class SimulatedAnnealingOptimizer:
         t_rerank = 0.0
         if rerank and configs:
             r0 = time.perf_counter()
-            exact = np.asarray(model.predict_program(np.asarray(configs, dtype=np.int64)), dtype=np.float64)
-            order = np.argsort(-exact, kind="stable")
-            configs = [configs[i] for i in order if np.isfinite(exact[i])]
+            configs = rerank_by_program(model, configs)
             t_rerank = time.perf_counter() - r0
         configs = configs[:num]
         self.last_stats = dict(steps=k, queries=queries, seconds=t_search + t_rerank, rerank_seconds=t_rerank)
