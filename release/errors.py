@@ -7,6 +7,16 @@ Internal invariants use ``assert``.
 """
 
 
+def error_line(err: BaseException, first: bool = False, limit: int = 400) -> str:
+    """One line of an exception's text for a user-facing message: the last non-empty line (TVM and
+    torch put the reason there; ``first=True`` for errors that lead with it), at most ``limit``
+    characters; the exception's type name if it has no text."""
+    lines = [l.strip() for l in str(err).strip().splitlines() if l.strip()]
+    if not lines:
+        return type(err).__name__
+    return (lines[0] if first else lines[-1])[:limit]
+
+
 class ReleaseError(Exception):
     """Base class of all user-facing errors of the ``release`` package."""
 

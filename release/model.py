@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import ModelError, ReleaseError
+from .errors import ModelError, ReleaseError, error_line
 
 logger = logging.getLogger(__name__)
 
@@ -103,11 +103,11 @@ def from_pytorch(module, example_inputs: Sequence, name: str = "model") -> Model
         with torch.no_grad():
             ep = torch.export.export(module, inputs)
     except Exception as err:  # noqa: BLE001 - torch raises many kinds
-        raise ModelError(f"model {name} does not export with torch.export: {_first(err)}") from None
+        raise ModelError(f"model {name} does not export with torch.export: {error_line(err, first=True)}") from None
     try:
         mod = from_exported_program(ep, keep_params_as_input=True)
     except Exception as err:  # noqa: BLE001
-        msg = _last(err)
+        msg = error_line(err)
         raise ModelError(f"model {name} uses an operator TVM's Relax frontend does not support: {msg}") from None
     mod, params = _detach(mod, name)
     return Model(name, mod, params, [x.detach().numpy() for x in inputs], torch_module=module)
@@ -131,7 +131,7 @@ def from_onnx(path: str, input_shapes: dict[str, Sequence[int]] | None = None, s
         proto = onnx.load(path)
         onnx.checker.check_model(proto)
     except Exception as err:  # noqa: BLE001
-        raise ModelError(f"ONNX file {path} does not parse: {_last(err)}") from None
+        raise ModelError(f"ONNX file {path} does not parse: {error_line(err)}") from None
     from tvm.relax.frontend.onnx import from_onnx as tvm_from_onnx
 
     shapes = dict(input_shapes or {})
@@ -150,7 +150,7 @@ def from_onnx(path: str, input_shapes: dict[str, Sequence[int]] | None = None, s
     try:
         mod = tvm_from_onnx(proto, shape_dict=shapes, keep_params_in_input=True)
     except Exception as err:  # noqa: BLE001
-        raise ModelError(f"ONNX file {path} uses an operator TVM's Relax frontend does not support: {_last(err)}") from None
+        raise ModelError(f"ONNX file {path} uses an operator TVM's Relax frontend does not support: {error_line(err)}") from None
     mod, params = _detach(mod, os.path.basename(path))
     return Model(os.path.basename(path), mod, params, inputs, onnx_path=path)
 
@@ -392,14 +392,8 @@ def _flatten(out) -> list[np.ndarray]:
     return res
 
 
-def _first(err: BaseException) -> str:
-    lines = [l.strip() for l in str(err).strip().splitlines() if l.strip()]
-    return (lines[0] if lines else type(err).__name__)[:400]
 
 
-def _last(err: BaseException) -> str:
-    lines = [l.strip() for l in str(err).strip().splitlines() if l.strip()]
-    return (lines[-1] if lines else type(err).__name__)[:400]
 
 
 def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, number: int = 4, repeat: int = 3,

@@ -18,7 +18,7 @@ import sys
 import types
 from typing import Any
 
-from .errors import TargetError
+from .errors import TargetError, error_line
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def resolve_target(spec: Any):
         try:
             return tvm.target.Target(d["tag"])
         except Exception as err:  # noqa: BLE001 - TVM raises plain errors
-            raise TargetError(f"target tag {d['tag']!r} is unknown to TVM ({_first_line(err)}); "
+            raise TargetError(f"target tag {d['tag']!r} is unknown to TVM ({error_line(err)}); "
                               "see tvm.target.list_tags()") from None
     kind = d.get("kind")
     if kind is None:
@@ -120,7 +120,7 @@ def resolve_target(spec: Any):
     try:
         return tvm.target.Target(d)
     except Exception as err:  # noqa: BLE001
-        raise TargetError(f"target {json.dumps(d)} is not a valid TVM target: {_first_line(err)}") from None
+        raise TargetError(f"target {json.dumps(d)} is not a valid TVM target: {error_line(err)}") from None
 
 
 def target_to_json(target) -> str:
@@ -151,9 +151,6 @@ def device_type(target) -> str:
     return "cpu" if kind in ("llvm", "c") else kind
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[-1] if text else type(err).__name__
 
 
 _INTRIN_PKG = "tvm.s_tir.tensor_intrin"

@@ -18,7 +18,7 @@ import socket
 import threading
 from dataclasses import dataclass, field
 
-from ..errors import MeasureError
+from ..errors import MeasureError, error_line
 
 logger = logging.getLogger(__name__)
 
@@ -280,7 +280,7 @@ def start_tracker(host: str = "127.0.0.1", port: int = 9190, port_end: int | Non
     try:
         return Tracker(host, port=port, port_end=end, silent=silent)
     except Exception as err:  # noqa: BLE001 - TVM raises ValueError/OSError from its worker
-        raise MeasureError(f"cannot start an RPC tracker on {host}:{port}-{end - 1}: {_last(err)}; pick a free "
+        raise MeasureError(f"cannot start an RPC tracker on {host}:{port}-{end - 1}: {error_line(err)}; pick a free "
                            "--port") from None
 
 
@@ -319,9 +319,5 @@ def start_server(key: str, tracker: str | tuple | None, host: str = "127.0.0.1",
         return rpc.Server(host, port=port, port_end=end, key=key, tracker_addr=addr, custom_addr=custom_addr,
                           silent=silent)
     except Exception as err:  # noqa: BLE001
-        raise MeasureError(f"cannot start an RPC server on {host}:{port}-{end - 1}: {_last(err)}") from None
+        raise MeasureError(f"cannot start an RPC server on {host}:{port}-{end - 1}: {error_line(err)}") from None
 
-
-def _last(err: BaseException) -> str:
-    lines = [l.strip() for l in str(err).strip().splitlines() if l.strip()]
-    return (lines[-1] if lines else type(err).__name__)[:300]

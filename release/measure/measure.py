@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..errors import InvalidConfigError, MeasureError, TunerError
+from ..errors import InvalidConfigError, MeasureError, TunerError, error_line
 from ..target import device_type
 
 logger = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class LocalBuilder:
             elif res.status == StatusKind.TIMEOUT:
                 out.append((None, self.timeout, ErrorKind.BUILD_TIMEOUT, f"build timed out after {self.timeout:g} s"))
             else:
-                out.append((None, time.perf_counter() - t0, ErrorKind.BUILD_ERROR, _short(res.value)))
+                out.append((None, time.perf_counter() - t0, ErrorKind.BUILD_ERROR, error_line(res.value)))
         return out
 
     def close(self) -> None:
@@ -263,7 +263,7 @@ class LocalRunner:
                 res = fut.result()
             except Exception as err:  # noqa: BLE001 - a broken worker is a failed measurement, not a crash
                 kind = ErrorKind.RUN_TIMEOUT if isinstance(err, TimeoutError) else ErrorKind.RUN_ERROR
-                out.append(([], time.perf_counter() - t0, kind, _short(err) or type(err).__name__))
+                out.append(([], time.perf_counter() - t0, kind, error_line(err) or type(err).__name__))
                 continue
             out.append(_runner_result(res, time.perf_counter() - t0))
         return out
@@ -279,7 +279,7 @@ class LocalRunner:
 
 def _runner_result(res, secs):
     if res.error_msg is not None or res.run_secs is None:
-        msg = _short(res.error_msg or "no result")
+        msg = error_line(res.error_msg or "no result")
         kind = ErrorKind.RUN_TIMEOUT if "timeout" in msg.lower() else ErrorKind.RUN_ERROR
         return [], secs, kind, msg
     return [float(x) for x in res.run_secs], secs, ErrorKind.NONE, ""
@@ -500,8 +500,3 @@ class Measurer:
         self.builder.close()
         self.runner.close()
 
-
-def _short(err) -> str:
-    lines = [l.strip() for l in str(err).strip().splitlines() if l.strip()]
-    text = lines[-1] if lines else str(type(err).__name__)
-    return text[:500]

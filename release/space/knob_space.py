@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import InvalidConfigError, SpaceError
+from ..errors import InvalidConfigError, SpaceError, error_line
 
 logger = logging.getLogger(__name__)
 
@@ -487,7 +487,7 @@ class KnobSpace:
         except InvalidConfigError:
             raise
         except Exception as err:  # noqa: BLE001 - TVM raises plain errors on illegal schedules
-            raise InvalidConfigError(f"replay failed: {_last_line(err)}") from None
+            raise InvalidConfigError(f"replay failed: {error_line(err)}") from None
         # TVM repairs illegal compute locations silently: detect it
         got = {}
         for inst in sch.trace.insts:
@@ -506,7 +506,7 @@ class KnobSpace:
         except InvalidConfigError:
             raise
         except Exception as err:  # noqa: BLE001
-            raise InvalidConfigError(f"postprocessing failed: {_last_line(err)}") from None
+            raise InvalidConfigError(f"postprocessing failed: {error_line(err)}") from None
         return sch
 
     def is_valid(self, config: Sequence[int]) -> tuple[bool, str]:
@@ -571,7 +571,7 @@ class KnobSpace:
         try:
             Trace.apply_json_to_schedule(trace_json, sch)
         except Exception as err:  # noqa: BLE001
-            raise InvalidConfigError(f"the stored trace does not replay on this task: {_last_line(err)}") from None
+            raise InvalidConfigError(f"the stored trace does not replay on this task: {error_line(err)}") from None
         return self.from_trace(sch.trace)
 
     def config_of_record(self, config: Sequence[int], trace_json=None) -> Config:
@@ -601,7 +601,3 @@ class KnobSpace:
 def _postproc_name(p) -> str:
     return str(type(p).__name__)
 
-
-def _last_line(err: BaseException) -> str:
-    lines = [l for l in str(err).strip().splitlines() if l.strip()]
-    return lines[-1][:300] if lines else type(err).__name__
