@@ -21,6 +21,7 @@ _LAZY = {
     "ReleaseError": "release.errors",
     "ReleaseTuner": "release.tuners.release_tuner",
     "RLTuner": "release.tuners.release_tuner",
+    "ReleasePlusTuner": "release.tuners.release_tuner",
     "SAASTuner": "release.tuners.release_tuner",
     "XGBTuner": "release.tuners.xgb",
     "GATuner": "release.tuners.ga",

@@ -41,10 +41,10 @@ BASELINE = "xgb"
 TIERS = {
     # A few resnet18 layers; sized for about an hour of a quiet 2-core machine per seed (see README).
     "quick": dict(workloads=["resnet18.conv2d.2", "resnet18.conv2d.6"], n_trial=128, seeds=[0, 1, 2],
-                  tuners=["xgb", "sa-as", "rl", "release", "ms-evolutionary", "random"]),
+                  tuners=["xgb", "sa-as", "rl", "release", "release+", "ms-evolutionary", "random"]),
     # Chameleon's 26 conv2d tasks, 16 rounds of 64; for a big machine or a GPU box (--target cuda).
     "paper": dict(workloads=None, n_trial=1024, seeds=[0, 1, 2],
-                  tuners=["xgb", "sa-as", "rl", "release", "ms-evolutionary", "random"]),
+                  tuners=["xgb", "sa-as", "rl", "release", "release+", "ms-evolutionary", "random"]),
     # Seconds: checks the harness end to end.
     "smoke": dict(workloads=["tiny.matmul.1"], n_trial=8, seeds=[0], tuners=["random", "grid"], baseline="random"),
 }
@@ -105,11 +105,12 @@ def run(cfg: BenchConfig, progress: bool = True) -> None:
     os.makedirs(os.path.join(cfg.out, "logs"), exist_ok=True)
     opt = measure_option(LocalBuilder(n_parallel=cfg.n_parallel),
                          LocalRunner(number=cfg.number, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms))
+    tasks = {w: create_task(w, cfg.target) for w in cfg.workloads}
     try:
-        for w in cfg.workloads:
-            task = create_task(w, cfg.target)
-            for tuner_name in cfg.tuners:
-                for seed in cfg.seeds:
+        # Seeds outermost: a benchmark stopped part-way leaves complete seeds over every tuner and task.
+        for seed in cfg.seeds:
+            for w, task in tasks.items():
+                for tuner_name in cfg.tuners:
                     path = log_path(cfg, w, tuner_name, seed)
                     tuner = get_tuner(tuner_name, task, seed=seed)
                     cbs = [log_to_file(path)]

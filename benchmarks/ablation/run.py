@@ -14,10 +14,10 @@ sa         ``XGBTuner(task)``                                    AutoTVM (SA)
 rl         ``ReleaseTuner(task, sampler=None)``                  RL
 sa-as      ``XGBTuner(task, sampler="adaptive")``                SA+AS
 release    ``ReleaseTuner(task)``                                RL+AS (Chameleon)
-release+   ``ReleaseTuner(task, start_from_measured=0.5,         ours: half of the episodes start at
-           min_queries=16000, ppo_config=PPOConfig(              the best measured configs; episodes
-           boundary="pushed", max_minibatches=64))``             end on stays/clamped moves only; at
-                                                                 least 16k reward queries per call;
+release+   ``ReleasePlusTuner(task)`` = ``ReleaseTuner(task,     ours: half of the episodes start at
+           start_from_measured=0.5, min_queries=16000,           the best measured configs; episodes
+           ppo_config=PPOConfig(boundary="pushed",               end on stays/clamped moves only; at
+           max_minibatches=64))``                                least 16k reward queries per call;
                                                                  at most 64 gradient steps per update
 =========  ===================================================  ===================
 
@@ -43,33 +43,16 @@ import time
 
 import numpy as np
 
-VARIANTS = {
-    "sa": ("release.tuners.xgb:XGBTuner", {}),
-    "rl": ("release.tuners.release_tuner:RLTuner", {}),
-    "sa-as": ("release.tuners.release_tuner:SAASTuner", {}),
-    "release": ("release.tuners.release_tuner:ReleaseTuner", {}),
-    "release+": ("release.tuners.release_tuner:ReleaseTuner", "plus"),
-}
-
-
-def _plus_kwargs() -> dict:
-    """Our variant (benchmarks/ablation/search_quality.py motivates each change)."""
-    from release.rl import PPOConfig
-
-    return {"start_from_measured": 0.5, "ppo_config": PPOConfig(boundary="pushed", max_minibatches=64),
-            "min_queries": 16000}
+# ablation variant -> registered tuner name (release.tuners.TUNERS)
+VARIANTS = {"sa": "xgb", "rl": "rl", "sa-as": "sa-as", "release": "release", "release+": "release+"}
 
 logger = logging.getLogger("ablation")
 
 
 def make_tuner(variant: str, task, seed: int, plan_size: int):
-    import importlib
+    from release.tuners import get_tuner
 
-    path, kwargs = VARIANTS[variant]
-    if kwargs == "plus":
-        kwargs = _plus_kwargs()
-    mod, cls = path.split(":")
-    return getattr(importlib.import_module(mod), cls)(task, plan_size=plan_size, seed=seed, **kwargs)
+    return get_tuner(VARIANTS[variant], task, seed=seed, plan_size=plan_size)
 
 
 def log_path(out: str, task: str, variant: str, seed: int) -> str:

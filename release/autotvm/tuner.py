@@ -5,7 +5,7 @@ from ..tuners.simple import GridSearchTuner, RandomTuner
 from ..tuners.tuner import MeasureInput, Tuner
 
 __all__ = ["Tuner", "MeasureInput", "RandomTuner", "GridSearchTuner", "XGBTuner", "GATuner", "ReleaseTuner",
-           "RLTuner", "SAASTuner", "MSEvolutionaryTuner"]
+           "RLTuner", "ReleasePlusTuner", "SAASTuner", "MSEvolutionaryTuner"]
 
 
 def __getattr__(name):

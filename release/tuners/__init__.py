@@ -17,6 +17,7 @@ TUNERS = {
     "ga": "release.tuners.ga:GATuner",
     "ms-evolutionary": "release.tuners.ms_evolutionary:MSEvolutionaryTuner",
     "release": "release.tuners.release_tuner:ReleaseTuner",
+    "release+": "release.tuners.release_tuner:ReleasePlusTuner",
     "rl": "release.tuners.release_tuner:RLTuner",
     "sa-as": "release.tuners.release_tuner:SAASTuner",
 }

@@ -143,6 +143,32 @@ class RLTuner(ReleaseTuner):
         super().__init__(task, sampler=sampler, **kwargs)
 
 
+class ReleasePlusTuner(ReleaseTuner):
+    """ReleaseTuner with our search improvements (``release tune --tuner release+``).
+
+    ``ReleaseTuner(task, start_from_measured=0.5, min_queries=16000,
+    ppo_config=PPOConfig(boundary="pushed", max_minibatches=64))``: half of the agent's episodes
+    start at the best measured configs; an episode's knob counts as settled only when it stays or
+    its move is clamped (the paper also counts a knob resting at a boundary, which ends episodes
+    after 5-8 steps); the agent keeps running rounds until at least 16,000 cost-model queries per
+    search call (simulated annealing spends up to 64,000); at most 64 gradient steps per PPO update.
+    Motivation and figures: benchmarks/ablation/search_quality.py and benchmarks/ablation/README.
+
+    Any of the four settings can still be overridden by keyword; other arguments as ReleaseTuner.
+    """
+
+    name = "release+"
+
+    def __init__(self, task, start_from_measured: float = 0.5, min_queries: int = 16000, ppo_config=None,
+                 **kwargs):
+        if ppo_config is None:
+            from ..rl import PPOConfig
+
+            ppo_config = PPOConfig(boundary="pushed", max_minibatches=64)
+        super().__init__(task, start_from_measured=start_from_measured, min_queries=min_queries,
+                         ppo_config=ppo_config, **kwargs)
+
+
 class SAASTuner(XGBTuner):
     """Simulated annealing with adaptive sampling (the paper's "SA+AS"): ``XGBTuner(task, sampler="adaptive")``
     with the sampler seeded from ``seed``."""

@@ -12,7 +12,7 @@ from release.measure import load_records
 from release.rl import PPOConfig, RLOptimizer
 from release.sampling import AdaptiveSampler
 from release.tuners import get_tuner
-from release.tuners.release_tuner import ReleaseTuner, RLTuner, SAASTuner
+from release.tuners.release_tuner import ReleasePlusTuner, ReleaseTuner, RLTuner, SAASTuner
 
 torch.set_num_threads(1)
 
@@ -60,6 +60,17 @@ def test_variants_by_name(matmul_task):
     assert autotvm.tuner.ReleaseTuner is ReleaseTuner
     sa_as = ReleaseTuner(matmul_task, optimizer="sa")
     assert type(sa_as.model_optimizer).__name__ == "SimulatedAnnealingOptimizer"
+    # release+ is ReleaseTuner with our four search settings, each overridable
+    plus = get_tuner("release+", matmul_task, seed=0)
+    assert isinstance(plus, ReleasePlusTuner) and isinstance(plus.sampler, AdaptiveSampler)
+    opt = plus.model_optimizer
+    assert (opt.start_from_measured, opt.min_queries) == (0.5, 16000)
+    assert (opt.agent.cfg.boundary, opt.agent.cfg.max_minibatches) == ("pushed", 64)
+    assert autotvm.tuner.ReleasePlusTuner is ReleasePlusTuner
+    assert get_tuner("release+", matmul_task, seed=0, min_queries=0).model_optimizer.min_queries == 0
+    paper = get_tuner("release", matmul_task, seed=0).model_optimizer
+    assert (paper.start_from_measured, paper.min_queries) == (0.0, 0)
+    assert paper.agent.cfg.boundary != "pushed"
 
 
 def test_bad_input_one_clear_line(matmul_task):
