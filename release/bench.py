@@ -7,12 +7,19 @@ as a geometric mean over tasks with a bootstrap confidence interval over seeds:
 
 - ``time_speedup``: wall time XGBTuner needs to reach its own final best GFLOPS divided by the
   wall time the tuner needs to reach the same value (optimization-time speed-up at equal
-  quality; ``nan`` if the tuner never gets there);
+  quality). A run that never gets there is censored, not dropped: it counts with the bound
+  XGBTuner's time over the run's whole wall time (it would have needed longer), its row says
+  ``reached: false``, and tables mark a geometric mean that includes such bounds with ``<=``;
 - ``round_speedup``: wall time of XGBTuner's first ``rounds`` rounds (default 16) over the
   tuner's (rounds = cost-model refits; tuners without a model use XGBTuner's measurement count);
-- ``measure_ratio``: measurements XGBTuner needs to reach its final best over the tuner's;
+- ``measure_ratio``: measurements XGBTuner needs to reach its final best over the tuner's
+  (censored the same way);
 - ``best_gflops`` at equal measurements (the smallest trial count both reached) and its ratio;
 - ``search_share``: share of wall time spent in search and cost-model fitting.
+
+The same metrics are computed against every tuner of ``BenchConfig.against`` present in the run
+(default: MetaSchedule's evolutionary search), so "ReleaseTuner over MetaSchedule" comes from the
+same logs.
 
 Wall time of a run = the sum of its records' ``search_s + fit_s + measure_s`` (the tuner's own
 accounting), so runs of different tuners compare although they ran one after the other. A
@@ -67,6 +74,7 @@ class BenchConfig:
     min_repeat_ms: int = 50
     n_parallel: int | None = None
     baseline: str = BASELINE
+    against: list = field(default_factory=lambda: ["ms-evolutionary"])
 
     @classmethod
     def from_tier(cls, tier: str, **over) -> "BenchConfig":
@@ -85,6 +93,9 @@ class BenchConfig:
             cfg.out = os.path.join("benchmarks", "results", tier)
         if cfg.n_trial < 1:
             raise TunerError(f"n_trial={cfg.n_trial} must be a positive integer")
+        if cfg.baseline not in cfg.tuners:
+            raise TunerError(f"baseline {cfg.baseline!r} is not among the tuners {cfg.tuners}; add it to --tuners "
+                             "or choose one of them with --baseline")
         return cfg
 
 
@@ -166,10 +177,17 @@ class Curve:
 
 
 def compare(base: Curve, other: Curve, rounds: int = 16) -> dict:
-    """Metrics of ``other`` against the baseline ``base`` (same task, same seed)."""
+    """Metrics of ``other`` against the baseline ``base`` (same task, same seed).
+
+    Keys: ``time_speedup``, ``measure_ratio`` (to ``base``'s final best; upper bounds when
+    ``reached`` is False, see the module docstring), ``equal_n``, ``best_at_equal_n`` (GFLOPS),
+    ``best_ratio_at_equal_n``, ``round_speedup``, ``search_share`` (0-1)."""
     out = {}
     target = base.best
     rb, ro = base.reach(target), other.reach(target)
+    out["reached"] = ro is not None
+    if ro is None and len(other.gflops):  # censored: it would have needed more than its whole run
+        ro = (len(other.gflops), float(other.wall[-1]))
     out["time_speedup"] = rb[1] / ro[1] if rb and ro and ro[1] > 0 else float("nan")
     out["measure_ratio"] = rb[0] / ro[0] if rb and ro else float("nan")
     n = min(len(base.gflops), len(other.gflops))
@@ -261,6 +279,7 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
     """Compute the metrics from the logs and write ``results.json``, ``table.md`` and plots."""
     from .measure import load_records
 
+    comparators = [a for a in cfg.against if a in cfg.tuners and a != cfg.baseline]
     curves: dict = {}
     for w in cfg.workloads:
         for t in cfg.tuners:
@@ -282,18 +301,12 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
                 b = curves.get((w, cfg.baseline, s))
                 if b is not None:
                     row.update(compare(b, c, cfg.rounds))
+                row["against"] = {a: compare(curves[(w, a, s)], c, cfg.rounds) for a in comparators
+                                  if (w, a, s) in curves}
                 rows.append(row)
             per_task[w][t] = rows
-    summary = {}
-    for t in cfg.tuners:
-        entry = {}
-        for metric in ("time_speedup", "round_speedup", "measure_ratio", "best_ratio_at_equal_n"):
-            data = {w: [r.get(metric, float("nan")) for r in per_task[w].get(t, [])] for w in cfg.workloads}
-            est, lo, hi = bootstrap_geomean(data)
-            entry[metric] = {"geomean": est, "ci95": [lo, hi]}
-        shares = [r.get("search_share", 0.0) for w in cfg.workloads for r in per_task[w].get(t, [])]
-        entry["search_share_mean"] = float(np.mean(shares)) if shares else float("nan")
-        summary[t] = entry
+    summary = _summary(cfg, per_task, lambda r: r)
+    summary_against = {a: _summary(cfg, per_task, lambda r, a=a: r["against"].get(a, {})) for a in comparators}
     refs = {}
     for w in cfg.workloads:
         try:
@@ -301,7 +314,10 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
         except Exception as err:  # noqa: BLE001 - the reference line is optional
             logger.warning("no PyTorch reference for %s: %s", w, err)
     result = {"config": asdict(cfg), "command": command, "machine": machine(), "baseline": cfg.baseline,
-              "per_task": per_task, "summary": summary, "pytorch_gflops": refs,
+              "per_task": per_task, "summary": summary, "summary_against": summary_against,
+              "median_best_gflops": {w: {t: float(np.median([r["best_gflops"] for r in rows]))
+                                         for t, rows in per_task[w].items() if rows} for w in cfg.workloads},
+              "pytorch_gflops": refs,
               "curves": {f"{w}|{t}|{s}": {"gflops": c.gflops.tolist(), "wall": c.wall.tolist()}
                          for (w, t, s), c in curves.items()}}
     os.makedirs(cfg.out, exist_ok=True)
@@ -316,12 +332,47 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
     return result
 
 
+def _summary(cfg: BenchConfig, per_task: dict, metrics_of) -> dict:
+    """Per tuner: geometric mean over tasks (95% bootstrap interval over seeds) of each metric of
+    ``metrics_of(row)``, how many runs reached the comparator's best, and the mean search share."""
+    summary = {}
+    for t in cfg.tuners:
+        rows = [metrics_of(r) for w in cfg.workloads for r in per_task[w].get(t, [])]
+        entry = {}
+        for metric in ("time_speedup", "round_speedup", "measure_ratio", "best_ratio_at_equal_n"):
+            data = {w: [metrics_of(r).get(metric, float("nan")) for r in per_task[w].get(t, [])]
+                    for w in cfg.workloads}
+            est, lo, hi = bootstrap_geomean(data)
+            entry[metric] = {"geomean": est, "ci95": [lo, hi]}
+        entry["reached"] = [sum(bool(m.get("reached")) for m in rows), sum("reached" in m for m in rows)]
+        shares = [m.get("search_share", 0.0) for m in rows if m]
+        entry["search_share_mean"] = float(np.mean(shares)) if shares else float("nan")
+        summary[t] = entry
+    return summary
+
+
 def _nan_json(o):
     return None
 
 
 def _fmt(x, nd=2) -> str:
     return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{nd}f}"
+
+
+def _summary_table(summary: dict) -> list[str]:
+    lines = ["| tuner | time speed-up to equal quality | reached | speed-up at equal rounds | measurements ratio | "
+             "best GFLOPS ratio at equal measurements | search+fit share |", "|---|---|---|---|---|---|---|"]
+    for t, e in summary.items():
+        reached, runs = e.get("reached", [0, 0])
+        bound = "<= " if reached < runs else ""
+        cells = []
+        for m in ("time_speedup", "round_speedup", "measure_ratio", "best_ratio_at_equal_n"):
+            g, (lo, hi) = e[m]["geomean"], e[m]["ci95"]
+            pre = bound if m in ("time_speedup", "measure_ratio") else ""
+            cells.append(f"{pre}{_fmt(g)} [{_fmt(lo)}, {_fmt(hi)}]")
+        cells.insert(1, f"{reached}/{runs}")
+        lines.append(f"| {t} | " + " | ".join(cells) + f" | {_fmt(100 * e['search_share_mean'], 0)}% |")
+    return lines + [""]
 
 
 def markdown(result: dict) -> str:
@@ -332,25 +383,35 @@ def markdown(result: dict) -> str:
              f"{result['machine']['cores']} cores, TVM {result['machine']['versions'].get('apache-tvm')}  ",
              f"Workloads: {', '.join(cfg['workloads'])}; seeds {cfg['seeds']}; {cfg['n_trial']} trials; "
              f"baseline {result['baseline']}", "",
-             "| tuner | time speed-up to equal quality | speed-up at equal rounds | measurements ratio | "
-             "best GFLOPS ratio at equal measurements | search+fit share |", "|---|---|---|---|---|---|"]
-    for t, e in result["summary"].items():
-        cells = []
-        for m in ("time_speedup", "round_speedup", "measure_ratio", "best_ratio_at_equal_n"):
-            g, (lo, hi) = e[m]["geomean"], e[m]["ci95"]
-            cells.append(f"{_fmt(g)} [{_fmt(lo)}, {_fmt(hi)}]")
-        lines.append(f"| {t} | " + " | ".join(cells) + f" | {_fmt(100 * e['search_share_mean'], 0)}% |")
-    lines += ["", "Geometric means over tasks (of geometric means over seeds), 95% bootstrap interval over seeds. "
-              "Ratios > 1 favour the tuner over the baseline. n/a: never reached the baseline's best.", ""]
+             f"### Against {result['baseline']}", ""]
+    lines += _summary_table(result["summary"])
+    for a, summ in result.get("summary_against", {}).items():
+        lines += [f"### Against {a}", ""] + _summary_table(summ)
+    lines += ["Geometric means over tasks (of geometric means over seeds), 95% bootstrap interval over seeds. "
+              "Ratios > 1 favour the tuner over the comparator. `reached`: runs that reached the comparator's "
+              "final best; `<=`: the mean includes runs that never did, counted as if they had at their last "
+              "measurement (an upper bound).", ""]
+    med = result.get("median_best_gflops", {})
+    if med:
+        ws = list(med)
+        lines += ["### Median best GFLOPS over seeds", "", "| tuner | " + " | ".join(ws) + " |",
+                  "|---|" + "---|" * len(ws)]
+        tuners = list(dict.fromkeys(t for w in ws for t in med[w]))
+        for t in tuners:
+            lines.append(f"| {t} | " + " | ".join(_fmt(med[w].get(t)) for w in ws) + " |")
+        refs = result.get("pytorch_gflops", {})
+        lines += ["| PyTorch (eager, this CPU) | " + " | ".join(_fmt(refs.get(w)) for w in ws) + " |", ""]
     for w, tuners in result["per_task"].items():
         ref = result["pytorch_gflops"].get(w)
         lines += [f"## {w}" + (f" (PyTorch: {ref:.1f} GFLOPS)" if ref else ""), "",
-                  "| tuner | seed | best GFLOPS | measurements | wall s | time speed-up | measurements ratio |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| tuner | seed | best GFLOPS | measurements | wall s | search+fit share | time speed-up | "
+                  "measurements ratio |", "|---|---|---|---|---|---|---|---|"]
         for t, rows in tuners.items():
             for r in rows:
+                pre = "" if r.get("reached", True) else "<= "
                 lines.append(f"| {t} | {r['seed']} | {_fmt(r['best_gflops'])} | {r['measurements']} | "
-                             f"{_fmt(r['wall_s'], 0)} | {_fmt(r.get('time_speedup'))} | {_fmt(r.get('measure_ratio'))} |")
+                             f"{_fmt(r['wall_s'], 0)} | {_fmt(100 * r.get('search_share', 0.0), 0)}% | "
+                             f"{pre}{_fmt(r.get('time_speedup'))} | {pre}{_fmt(r.get('measure_ratio'))} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -363,14 +424,20 @@ def plot(result: dict, out: str) -> None:
     import matplotlib.pyplot as plt
 
     ws = result["config"]["workloads"]
+    tuners = list(result["config"]["tuners"])
     fig, axes = plt.subplots(len(ws), 2, figsize=(11, 3.2 * len(ws)), squeeze=False)
     for i, w in enumerate(ws):
+        labelled = set()
         for key, c in result["curves"].items():
             kw, t, s = key.split("|")
             if kw != w:
                 continue
-            axes[i][0].plot(np.arange(1, len(c["gflops"]) + 1), c["gflops"], label=f"{t} s{s}", lw=1)
-            axes[i][1].plot(c["wall"], c["gflops"], label=f"{t} s{s}", lw=1)
+            # one colour per tuner, one line per seed, one legend entry per tuner
+            style = dict(color=f"C{tuners.index(t) % 10}" if t in tuners else None, lw=1, alpha=0.8,
+                         label=None if t in labelled else t)
+            labelled.add(t)
+            axes[i][0].plot(np.arange(1, len(c["gflops"]) + 1), c["gflops"], **style)
+            axes[i][1].plot(c["wall"], c["gflops"], **{**style, "label": None})
         ref = result["pytorch_gflops"].get(w)
         for ax in axes[i]:
             if ref:
@@ -379,14 +446,20 @@ def plot(result: dict, out: str) -> None:
             ax.set_title(w, fontsize=9)
         axes[i][0].set_xlabel("measurements")
         axes[i][1].set_xlabel("wall time (s)")
-    axes[0][1].legend(fontsize=6, ncol=2)
+    axes[0][0].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "curves.png"), dpi=110)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 3.2))
     names = list(result["summary"])
     vals = [result["summary"][t]["time_speedup"]["geomean"] or 0 for t in names]
-    ax.bar(names, [v if v and math.isfinite(v) else 0 for v in vals])
+    ci = [result["summary"][t]["time_speedup"]["ci95"] for t in names]
+    ok = [bool(v) and math.isfinite(v) for v in vals]
+    heights = [v if k else 0 for v, k in zip(vals, ok)]
+    err = np.array([[max(h - (c[0] or h), 0), max((c[1] or h) - h, 0)] if k else [0, 0]
+                    for h, c, k in zip(heights, ci, ok)]).T
+    ax.bar(names, heights, yerr=err, capsize=3, color=[f"C{i % 10}" for i in range(len(names))])
+    ax.tick_params(axis="x", labelsize=8)
     ax.axhline(1, color="k", lw=0.8)
     ax.set_ylabel(f"time speed-up over {result['baseline']}\n(to equal quality, geomean)")
     fig.tight_layout()

@@ -90,6 +90,9 @@ def register(subparsers) -> None:
     p.add_argument("--n-trial", type=int, default=None)
     p.add_argument("--target", default="llvm")
     p.add_argument("--out", default=None, help="results folder (default benchmarks/results/<tier>)")
+    p.add_argument("--baseline", default=None, help="the tuner every metric is relative to (default: xgb)")
+    p.add_argument("--against", nargs="*", default=None,
+                   help="further comparators, each with its own table (default: ms-evolutionary)")
     p.add_argument("--report-only", action="store_true", help="recompute metrics and plots from the logs")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_bench)
@@ -270,9 +273,12 @@ def cmd_bench(args) -> int:
     from . import bench
 
     cfg = bench.BenchConfig.from_tier(args.tier, workloads=args.workloads, tuners=args.tuners, seeds=args.seeds,
-                                      n_trial=args.n_trial, target=args.target, out=args.out)
-    command = "release " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("release") else \
-        "release bench " + " ".join(a for a in sys.argv[2:])
+                                      n_trial=args.n_trial, target=args.target, out=args.out,
+                                      baseline=args.baseline, against=args.against)
+    # the command that reproduces the results (runs, resumes or skips, then reports)
+    argv = [a for a in sys.argv[1:] if a not in ("--report-only", "--no-progress")]
+    command = "release " + " ".join(argv) if sys.argv and sys.argv[0].endswith("release") else \
+        "release bench " + " ".join(argv[1:])
     if not args.report_only:
         bench.run(cfg, progress=not args.no_progress)
     res = bench.report(cfg, command=command)

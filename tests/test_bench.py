@@ -24,8 +24,25 @@ def test_time_and_measurements_to_equal_quality():
     assert m["measure_ratio"] == pytest.approx(3.0)
     assert m["equal_n"] == 3
     assert m["best_ratio_at_equal_n"] == pytest.approx(6 / 3)
-    never = curve([1, 1, 1, 1, 1, 1], [1, 2, 3, 4, 5, 6])
-    assert math.isnan(bench.compare(base, never)["time_speedup"])
+    assert m["reached"] is True
+
+
+def test_a_run_that_never_reaches_is_censored_not_dropped():
+    base = curve([1, 2, 3, 5, 5, 6], [1, 2, 3, 4, 5, 6])  # its best, 6, at t = 6 s
+    never = curve([1, 1, 1], [1, 2, 4])  # whole run: 3 measurements, 4 s, never reaches 6
+    m = bench.compare(base, never)
+    assert m["reached"] is False
+    assert m["time_speedup"] == pytest.approx(6 / 4)  # an upper bound: it would need more than 4 s
+    assert m["measure_ratio"] == pytest.approx(6 / 3)
+    assert math.isnan(bench.compare(base, curve([], []))["time_speedup"])  # an empty run has no bound
+    # the summary counts it (with its bound), says how many runs reached, and the table marks the bound
+    cfg = bench.BenchConfig(tier="t", workloads=["w"], tuners=["x"], seeds=[0, 1], n_trial=6)
+    rows = {"w": {"x": [{**bench.compare(base, never), "seed": 0},
+                        {**bench.compare(base, curve([6], [3])), "seed": 1}]}}
+    e = bench._summary(cfg, rows, lambda r: r)["x"]
+    assert e["reached"] == [1, 2]
+    assert e["time_speedup"]["geomean"] == pytest.approx(math.sqrt(1.5 * 2.0))
+    assert "| x | <= 1.73" in "\n".join(bench._summary_table({"x": e}))
 
 
 def test_round_speedup_uses_refit_counts():
@@ -44,7 +61,8 @@ def test_geomean_and_bootstrap():
 
 
 def test_smoke_run_writes_results(tmp_path, fast_measure):
-    cfg = bench.BenchConfig.from_tier("smoke", out=str(tmp_path), n_trial=4, number=1, repeat=1, min_repeat_ms=0)
+    cfg = bench.BenchConfig.from_tier("smoke", out=str(tmp_path), n_trial=4, number=1, repeat=1, min_repeat_ms=0,
+                                      against=["grid"])
     bench.run(cfg, progress=False)
     res = bench.report(cfg, command="test")
     data = json.loads((tmp_path / "results.json").read_text())
@@ -54,7 +72,12 @@ def test_smoke_run_writes_results(tmp_path, fast_measure):
     grid = rows["grid"][0]
     assert grid["best_gflops"] > 0 and "time_speedup" in grid
     assert rows["random"][0]["measure_ratio"] == pytest.approx(1.0)  # the baseline against itself
-    assert (tmp_path / "table.md").read_text().startswith("# Benchmark `smoke`")
+    assert rows["grid"][0]["against"]["grid"]["measure_ratio"] == pytest.approx(1.0)  # second comparator
+    assert set(data["summary_against"]) == {"grid"}
+    assert data["median_best_gflops"]["tiny.matmul.1"]["grid"] == pytest.approx(grid["best_gflops"])
+    table = (tmp_path / "table.md").read_text()
+    assert table.startswith("# Benchmark `smoke`")
+    assert "### Against random" in table and "### Against grid" in table and "Median best GFLOPS" in table
     assert (tmp_path / "curves.png").stat().st_size > 0
     # resumable: running again measures nothing more
     bench.run(cfg, progress=False)

@@ -125,3 +125,15 @@ def test_log_written_for_another_task(tmp_path):
 def test_bad_tuner_options_get_one_line(tmp_path, args, fragments):
     p = release("tune", "--workload", "tiny.matmul.1", "--log", str(tmp_path / "x.jsonl"), *FAST, *args)
     assert_one_line_error(p, *fragments)
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["--tier", "huge"], ["unknown tier 'huge'"]),
+    (["--tuners", "release", "random"], ["baseline 'xgb' is not among the tuners", "--baseline"]),
+    (["--tuners", "xgb", "annealing-please"], ["unknown tuners ['annealing-please']"]),
+    (["--n-trial", "0"], ["n_trial=0"]),
+])
+def test_bad_bench_input_gets_one_line(tmp_path, args, fragments):
+    p = release("bench", "--workloads", "tiny.matmul.1", "--seeds", "0", "--out", str(tmp_path), "--no-progress", *args)
+    assert_one_line_error(p, *fragments)
+    assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())  # nothing ran
