@@ -64,6 +64,26 @@ def test_xgb_tuner_refits_and_plans(matmul_task, fast_measure):
     assert plan and len(set(plan)) == len(plan)
 
 
+def test_submodular_pick_prefers_unseen_knob_values():
+    from release.tuners.model_based import submodular_pick
+
+    # three near-copies of one config and two configs that differ in every knob
+    cands = [(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 1, 1), (2, 2, 2)]
+    assert submodular_pick(cands, 3) == [(0, 0, 0), (1, 1, 1), (2, 2, 2)]
+    assert submodular_pick(cands, 10) == cands  # fewer candidates than asked: all, in order
+    assert len(set(submodular_pick(cands, 4))) == 4
+
+
+def test_xgb_tuner_with_diversity_filter(matmul_task, fast_measure):
+    tuner = autotvm.tuner.XGBTuner(matmul_task, plan_size=6, feature_type="knob", diversity_filter_ratio=2, seed=0)
+    tuner.tune(18, fast_measure)
+    assert tuner.train_ct >= 2 and len(set(map(tuple, tuner.xs))) == 18
+    # the plan is thinned from 12 candidates to 6 distinct, unvisited configs
+    assert len(tuner.trials_plan) == 6 == len(set(tuner.trials_plan))
+    with pytest.raises(TunerError, match="diversity_filter_ratio=0.5"):
+        autotvm.tuner.XGBTuner(matmul_task, diversity_filter_ratio=0.5)
+
+
 def test_ga_generation_follows_autotvm(matmul_task, fast_measure):
     tuner = autotvm.tuner.GATuner(matmul_task, pop_size=6, elite_num=2, seed=0)
     tuner.tune(12, fast_measure)
