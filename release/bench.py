@@ -52,6 +52,12 @@ TIERS = {
     # Chameleon's 26 conv2d tasks, 16 rounds of 64; for a big machine or a GPU box (--target cuda).
     "paper": dict(workloads=None, n_trial=1024, seeds=[0, 1, 2],
                   tuners=["xgb", "sa-as", "rl", "release", "release+", "ms-evolutionary", "random"]),
+    # Issue 3's comparison of the baselines (AutoTVM's XGBTuner and GATuner, MetaSchedule, random).
+    "baselines": dict(workloads=["resnet18.conv2d.2", "resnet18.conv2d.6", "resnet18.conv2d.9"], n_trial=256,
+                      seeds=[0, 1, 2], tuners=["xgb", "ga", "ms-evolutionary", "random"]),
+    # Chameleon's four-way ablation (SA = xgb, RL, SA+AS, RL+AS = release) plus ours (release+).
+    "ablation": dict(workloads=["resnet18.conv2d.2", "resnet18.conv2d.6", "resnet18.conv2d.9"], n_trial=512,
+                     seeds=[0, 1, 2], tuners=["xgb", "rl", "sa-as", "release", "release+"]),
     # Seconds: checks the harness end to end.
     "smoke": dict(workloads=["tiny.matmul.1"], n_trial=8, seeds=[0], tuners=["random", "grid"], baseline="random"),
 }
@@ -68,6 +74,11 @@ class BenchConfig:
     n_trial: int = 0
     target: str = "llvm"
     out: str = ""
+    logs: str = ""
+    """Folder of the per-run logs. Default: ``benchmarks/results/logs``, shared by every tier, or
+    ``<out>/logs`` when ``out`` is given. Every tuner ignores its budget except to stop, so the
+    first N records of a longer run are what a run of N would have measured: a tier reads the
+    prefix of a longer tier's runs and extends a shorter tier's runs (same target and runner)."""
     rounds: int = 16
     number: int = 4
     repeat: int = 3
@@ -89,6 +100,8 @@ class BenchConfig:
         for k, v in over.items():
             if v not in (None, [], ""):
                 setattr(cfg, k, v)
+        if not cfg.logs:
+            cfg.logs = os.path.join(cfg.out, "logs") if cfg.out else os.path.join("benchmarks", "results", "logs")
         if not cfg.out:
             cfg.out = os.path.join("benchmarks", "results", tier)
         if cfg.n_trial < 1:
@@ -100,7 +113,7 @@ class BenchConfig:
 
 
 def log_path(cfg: BenchConfig, workload: str, tuner: str, seed: int) -> str:
-    return os.path.join(cfg.out, "logs", f"{workload}.{tuner}.s{seed}.jsonl")
+    return os.path.join(cfg.logs, f"{workload}.{tuner}.s{seed}.jsonl")
 
 
 def run(cfg: BenchConfig, progress: bool = True) -> None:
@@ -113,7 +126,7 @@ def run(cfg: BenchConfig, progress: bool = True) -> None:
     unknown = [t for t in cfg.tuners if t not in TUNERS]
     if unknown:
         raise TunerError(f"unknown tuners {unknown}; choose from {', '.join(TUNERS)}")
-    os.makedirs(os.path.join(cfg.out, "logs"), exist_ok=True)
+    os.makedirs(cfg.logs, exist_ok=True)
     opt = measure_option(LocalBuilder(n_parallel=cfg.n_parallel),
                          LocalRunner(number=cfg.number, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms))
     tasks = {w: create_task(w, cfg.target) for w in cfg.workloads}
@@ -131,6 +144,56 @@ def run(cfg: BenchConfig, progress: bool = True) -> None:
     finally:
         opt["builder"].close()
         opt["runner"].close()
+
+
+def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) -> dict:
+    """Re-time every run's ``top`` best logged configs, all runs of a task interleaved in a shuffled
+    order, ``rounds`` times, so that every tuner's best kernel is timed under the same machine load
+    (runs of different tuners happen hours apart on a shared machine; their logged GFLOPS carry
+    that drift). Same builder and runner settings as the runs.
+
+    Returns ``{workload: {"TUNER|SEED": GFLOPS}}`` (per config the median over rounds, per run the
+    best of its configs) and writes ``<out>/remeasure.json``; :func:`report` reads it.
+    """
+    from .measure import LocalBuilder, LocalRunner, load_records, measure_option
+    from .measure.measure import Measurer
+    from .task import create_task
+
+    rng = np.random.default_rng(seed)
+    out: dict = {}
+    opt = measure_option(LocalBuilder(n_parallel=cfg.n_parallel),
+                         LocalRunner(number=cfg.number, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms))
+    try:
+        for w in cfg.workloads:
+            task = create_task(w, cfg.target)
+            space = task.config_space
+            items = []
+            for t in cfg.tuners:
+                for s in cfg.seeds:
+                    recs = sorted((r for r in load_records(log_path(cfg, w, t, s))[: cfg.n_trial] if r.ok),
+                                  key=lambda r: -r.gflops)
+                    items += [(f"{t}|{s}", space.canonical(r.config)) for r in recs[:top]]
+            if not items:
+                continue
+            measurer = Measurer(task, opt)
+            costs: dict = {}
+            for _ in range(rounds):
+                order = rng.permutation(len(items))
+                for res in measurer.measure(list(dict.fromkeys(items[i][1] for i in order))):
+                    if res.ok:
+                        costs.setdefault(tuple(res.config), []).append(res.mean_cost)
+            best: dict = {}
+            for run, c in items:
+                if tuple(c) in costs:
+                    best[run] = max(best.get(run, 0.0), task.flop / float(np.median(costs[tuple(c)])) / 1e9)
+            out[w] = best
+    finally:
+        opt["builder"].close()
+        opt["runner"].close()
+    os.makedirs(cfg.out, exist_ok=True)
+    with open(os.path.join(cfg.out, "remeasure.json"), "w") as f:
+        json.dump({"top": top, "rounds": rounds, "n_trial": cfg.n_trial, "gflops": out}, f, indent=1)
+    return out
 
 
 # ---------------------------------------------------------------------------------------- metrics
@@ -186,6 +249,7 @@ def compare(base: Curve, other: Curve, rounds: int = 16) -> dict:
     target = base.best
     rb, ro = base.reach(target), other.reach(target)
     out["reached"] = ro is not None
+    out["reach_n"], out["reach_s"] = ro if ro else (None, None)  # measurements and wall seconds to base's best
     if ro is None and len(other.gflops):  # censored: it would have needed more than its whole run
         ro = (len(other.gflops), float(other.wall[-1]))
     out["time_speedup"] = rb[1] / ro[1] if rb and ro and ro[1] > 0 else float("nan")
@@ -281,12 +345,22 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
 
     comparators = [a for a in cfg.against if a in cfg.tuners and a != cfg.baseline]
     curves: dict = {}
+    split: dict = {}  # wall seconds in search, fit and measurement per run
     for w in cfg.workloads:
         for t in cfg.tuners:
             for s in cfg.seeds:
-                recs = load_records(log_path(cfg, w, t, s))
+                recs = load_records(log_path(cfg, w, t, s))[: cfg.n_trial]
                 if recs:
-                    curves[(w, t, s)] = Curve.from_records(recs[: cfg.n_trial])
+                    curves[(w, t, s)] = Curve.from_records(recs)
+                    split[(w, t, s)] = {k: float(sum(getattr(r, k) for r in recs))
+                                        for k in ("search_s", "fit_s", "measure_s")}
+    remeasured: dict = {}
+    rem_path = os.path.join(cfg.out, "remeasure.json")
+    if os.path.exists(rem_path):
+        with open(rem_path) as f:
+            rem = json.load(f)
+        if rem.get("n_trial") == cfg.n_trial:
+            remeasured = rem["gflops"]
     per_task: dict = {}
     for w in cfg.workloads:
         per_task[w] = {}
@@ -297,7 +371,9 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
                 if c is None:
                     continue
                 row = {"seed": s, "measurements": len(c.gflops), "best_gflops": c.best,
-                       "wall_s": float(c.wall[-1]) if len(c.wall) else 0.0}
+                       "wall_s": float(c.wall[-1]) if len(c.wall) else 0.0, **split[(w, t, s)]}
+                if f"{t}|{s}" in remeasured.get(w, {}):
+                    row["remeasured_gflops"] = remeasured[w][f"{t}|{s}"]
                 b = curves.get((w, cfg.baseline, s))
                 if b is not None:
                     row.update(compare(b, c, cfg.rounds))
@@ -317,6 +393,10 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
               "per_task": per_task, "summary": summary, "summary_against": summary_against,
               "median_best_gflops": {w: {t: float(np.median([r["best_gflops"] for r in rows]))
                                          for t, rows in per_task[w].items() if rows} for w in cfg.workloads},
+              "median_remeasured_gflops": {
+                  w: {t: float(np.median([r["remeasured_gflops"] for r in rows]))
+                      for t, rows in per_task[w].items() if rows and all("remeasured_gflops" in r for r in rows)}
+                  for w in cfg.workloads},
               "pytorch_gflops": refs,
               "curves": {f"{w}|{t}|{s}": {"gflops": c.gflops.tolist(), "wall": c.wall.tolist()}
                          for (w, t, s), c in curves.items()}}
@@ -401,16 +481,28 @@ def markdown(result: dict) -> str:
             lines.append(f"| {t} | " + " | ".join(_fmt(med[w].get(t)) for w in ws) + " |")
         refs = result.get("pytorch_gflops", {})
         lines += ["| PyTorch (eager, this CPU) | " + " | ".join(_fmt(refs.get(w)) for w in ws) + " |", ""]
+    rem = {w: v for w, v in result.get("median_remeasured_gflops", {}).items() if v}
+    if rem:
+        ws = list(rem)
+        lines += ["### Median best GFLOPS over seeds, re-measured together (`release bench --remeasure`)", "",
+                  "Each run's 3 best configs re-timed, all runs of a task interleaved, 3 rounds: the same "
+                  "machine load for every tuner.", "", "| tuner | " + " | ".join(ws) + " |", "|---|" + "---|" * len(ws)]
+        for t in dict.fromkeys(t for w in ws for t in rem[w]):
+            lines.append(f"| {t} | " + " | ".join(_fmt(rem[w].get(t)) for w in ws) + " |")
+        lines.append("")
     for w, tuners in result["per_task"].items():
         ref = result["pytorch_gflops"].get(w)
         lines += [f"## {w}" + (f" (PyTorch: {ref:.1f} GFLOPS)" if ref else ""), "",
-                  "| tuner | seed | best GFLOPS | measurements | wall s | search+fit share | time speed-up | "
-                  "measurements ratio |", "|---|---|---|---|---|---|---|---|"]
+                  f"| tuner | seed | best GFLOPS | measurements | wall s (search / fit / measure) | "
+                  f"to {result['baseline']}'s best: measurements, s | time speed-up | measurements ratio |",
+                  "|---|---|---|---|---|---|---|---|"]
         for t, rows in tuners.items():
             for r in rows:
                 pre = "" if r.get("reached", True) else "<= "
+                reach = f"{r['reach_n']}, {_fmt(r['reach_s'], 0)}" if r.get("reached") else "not reached"
                 lines.append(f"| {t} | {r['seed']} | {_fmt(r['best_gflops'])} | {r['measurements']} | "
-                             f"{_fmt(r['wall_s'], 0)} | {_fmt(100 * r.get('search_share', 0.0), 0)}% | "
+                             f"{_fmt(r['wall_s'], 0)} ({_fmt(r.get('search_s'), 0)} / {_fmt(r.get('fit_s'), 0)} / "
+                             f"{_fmt(r.get('measure_s'), 0)}) | {reach} | "
                              f"{pre}{_fmt(r.get('time_speedup'))} | {pre}{_fmt(r.get('measure_ratio'))} |")
         lines.append("")
     return "\n".join(lines)

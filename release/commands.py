@@ -83,17 +83,23 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("bench", help="benchmark tuners x workloads x seeds against AutoTVM's XGBTuner",
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--tier", default="quick", help="quick | paper | smoke (sets the defaults below)")
+    p.add_argument("--tier", default="quick",
+                   help="quick | baselines | ablation | paper | smoke (sets the defaults below)")
     p.add_argument("--workloads", nargs="*", default=None)
     p.add_argument("--tuners", nargs="*", default=None)
     p.add_argument("--seeds", nargs="*", type=int, default=None)
     p.add_argument("--n-trial", type=int, default=None)
     p.add_argument("--target", default="llvm")
     p.add_argument("--out", default=None, help="results folder (default benchmarks/results/<tier>)")
+    p.add_argument("--logs", default=None, help="per-run logs, shared by tiers (default benchmarks/results/logs, "
+                   "or OUT/logs when --out is given)")
     p.add_argument("--baseline", default=None, help="the tuner every metric is relative to (default: xgb)")
     p.add_argument("--against", nargs="*", default=None,
                    help="further comparators, each with its own table (default: ms-evolutionary)")
     p.add_argument("--report-only", action="store_true", help="recompute metrics and plots from the logs")
+    p.add_argument("--remeasure", action="store_true",
+                   help="after the runs, re-time every run's 3 best configs, all tuners interleaved (the same "
+                        "machine load for all), and report those GFLOPS too")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_bench)
 
@@ -274,13 +280,15 @@ def cmd_bench(args) -> int:
 
     cfg = bench.BenchConfig.from_tier(args.tier, workloads=args.workloads, tuners=args.tuners, seeds=args.seeds,
                                       n_trial=args.n_trial, target=args.target, out=args.out,
-                                      baseline=args.baseline, against=args.against)
+                                      logs=args.logs, baseline=args.baseline, against=args.against)
     # the command that reproduces the results (runs, resumes or skips, then reports)
     argv = [a for a in sys.argv[1:] if a not in ("--report-only", "--no-progress")]
     command = "release " + " ".join(argv) if sys.argv and sys.argv[0].endswith("release") else \
         "release bench " + " ".join(argv[1:])
     if not args.report_only:
         bench.run(cfg, progress=not args.no_progress)
+        if args.remeasure:
+            bench.remeasure(cfg)
     res = bench.report(cfg, command=command)
     print(bench.markdown(res))
     print(f"results in {cfg.out}/ (results.json, table.md, curves.png, speedups.png)")

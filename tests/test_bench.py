@@ -24,7 +24,7 @@ def test_time_and_measurements_to_equal_quality():
     assert m["measure_ratio"] == pytest.approx(3.0)
     assert m["equal_n"] == 3
     assert m["best_ratio_at_equal_n"] == pytest.approx(6 / 3)
-    assert m["reached"] is True
+    assert m["reached"] is True and (m["reach_n"], m["reach_s"]) == (2, 2.0)
 
 
 def test_a_run_that_never_reaches_is_censored_not_dropped():
@@ -84,3 +84,17 @@ def test_smoke_run_writes_results(tmp_path, fast_measure):
     from release.measure import load_records
 
     assert len(load_records(bench.log_path(cfg, "tiny.matmul.1", "grid", 0))) == 4
+    # re-measuring the runs' best configs together: one GFLOPS per run, in the report
+    rem = bench.remeasure(cfg, top=2, rounds=1)
+    assert set(rem["tiny.matmul.1"]) == {"random|0", "grid|0"} and min(rem["tiny.matmul.1"].values()) > 0
+    again = bench.report(cfg)
+    assert again["per_task"]["tiny.matmul.1"]["grid"][0]["remeasured_gflops"] == rem["tiny.matmul.1"]["grid|0"]
+    assert "re-measured together" in (tmp_path / "table.md").read_text()
+    # tiers share logs: a shorter budget reads the prefix, a longer one extends the same runs
+    short = bench.BenchConfig.from_tier("smoke", out=str(tmp_path / "short"), logs=cfg.logs, n_trial=2)
+    assert {r["measurements"] for t in bench.report(short)["per_task"]["tiny.matmul.1"].values() for r in t} == {2}
+    longer = bench.BenchConfig.from_tier("smoke", out=str(tmp_path), n_trial=6, number=1, repeat=1, min_repeat_ms=0)
+    assert longer.logs == cfg.logs
+    bench.run(longer, progress=False)
+    recs = load_records(bench.log_path(cfg, "tiny.matmul.1", "grid", 0))
+    assert len(recs) == 6 == len({tuple(r.config) for r in recs})

@@ -6,7 +6,7 @@ once on a real tuning log; each optimizer then proposes ``plan_size`` unvisited 
 excluding the measured configs. Reported per optimizer: mean and max *predicted* score of each
 plan (normalized throughput; 1.0 = the best measured config), reward queries and seconds per call.
 
-    python benchmarks/ablation/search_quality.py --log benchmarks/ablation/results-reduced/logs/resnet18.conv2d.2.sa.s0.jsonl
+    python benchmarks/ablation/search_quality/run.py --log benchmarks/ablation/search_quality/resnet18.conv2d.2.xgb.s0.jsonl
 
 Writes ``--out`` (JSON) and prints a Markdown table.
 """
@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--plan-size", type=int, default=64)
     p.add_argument("--only", nargs="*", default=None, help="variant names to run (default: all)")
-    p.add_argument("--out", default="benchmarks/ablation/results-reduced/search_quality.json")
+    p.add_argument("--out", default="benchmarks/ablation/search_quality/search_quality.json")
     args = p.parse_args(argv)
 
     import torch
