@@ -10,7 +10,8 @@ as a geometric mean over tasks with a bootstrap confidence interval over seeds:
   quality). A run that never gets there is censored, not dropped: it counts with the bound
   XGBTuner's time over the run's whole wall time (it would have needed longer), its row says
   ``reached: false``, and tables mark a geometric mean that includes such bounds with ``<=``;
-- ``round_speedup``: wall time of XGBTuner's first ``rounds`` rounds (default 16) over the
+- ``round_speedup``: wall time of XGBTuner's first ``rounds`` rounds (the paper's 16 in the paper
+  tier; each tier sets the rounds its budget holds) over the
   tuner's (rounds = cost-model refits; tuners without a model use XGBTuner's measurement count);
 - ``measure_ratio``: measurements XGBTuner needs to reach its final best over the tuner's
   (censored the same way);
@@ -46,18 +47,18 @@ logger = logging.getLogger(__name__)
 BASELINE = "xgb"
 
 TIERS = {
-    # A few resnet18 layers; sized for about an hour of a quiet 2-core machine per seed (see README).
+    # Two resnet18 layers, 2 rounds of 64; about 25 minutes of a quiet 2-core machine per seed.
     "quick": dict(workloads=["resnet18.conv2d.2", "resnet18.conv2d.6"], n_trial=128, seeds=[0, 1, 2],
-                  tuners=["xgb", "sa-as", "rl", "release", "release+", "ms-evolutionary", "random"]),
+                  rounds=2, tuners=["xgb", "sa-as", "rl", "release", "release+", "ms-evolutionary", "random"]),
     # Chameleon's 26 conv2d tasks, 16 rounds of 64; for a big machine or a GPU box (--target cuda).
     "paper": dict(workloads=None, n_trial=1024, seeds=[0, 1, 2],
-                  tuners=["xgb", "sa-as", "rl", "release", "release+", "ms-evolutionary", "random"]),
+                  rounds=16, tuners=["xgb", "sa-as", "rl", "release", "release+", "ms-evolutionary", "random"]),
     # Issue 3's comparison of the baselines (AutoTVM's XGBTuner and GATuner, MetaSchedule, random).
     "baselines": dict(workloads=["resnet18.conv2d.2", "resnet18.conv2d.6", "resnet18.conv2d.9"], n_trial=256,
-                      seeds=[0, 1, 2], tuners=["xgb", "ga", "ms-evolutionary", "random"]),
+                      seeds=[0, 1, 2], rounds=4, tuners=["xgb", "ga", "ms-evolutionary", "random"]),
     # Chameleon's four-way ablation (SA = xgb, RL, SA+AS, RL+AS = release) plus ours (release+).
     "ablation": dict(workloads=["resnet18.conv2d.2", "resnet18.conv2d.6", "resnet18.conv2d.9"], n_trial=512,
-                     seeds=[0, 1, 2], tuners=["xgb", "rl", "sa-as", "release", "release+"]),
+                     seeds=[0, 1, 2], rounds=8, tuners=["xgb", "rl", "sa-as", "release", "release+"]),
     # Seconds: checks the harness end to end.
     "smoke": dict(workloads=["tiny.matmul.1"], n_trial=8, seeds=[0], tuners=["random", "grid"], baseline="random"),
 }
@@ -231,12 +232,12 @@ class Curve:
         return float(self.gflops[min(n, len(self.gflops)) - 1]) if n >= 1 and len(self.gflops) else 0.0
 
     def wall_at_rounds(self, rounds: int) -> float | None:
-        """Wall seconds when round ``rounds`` began (None if the run did not get that far)."""
-        idx = np.nonzero(self.rounds >= rounds)[0]
-        if not len(idx):
+        """Wall seconds of the first ``rounds`` rounds (records of rounds 0 .. rounds-1; a last round
+        cut short by the trial budget counts as done). None if the run never got to round
+        ``rounds - 1``."""
+        if not len(self.rounds) or self.rounds.max() < rounds - 1:
             return None
-        i = int(idx[0])
-        return float(self.wall[i - 1]) if i else 0.0
+        return float(self.wall[int(np.nonzero(self.rounds <= rounds - 1)[0][-1])])
 
 
 def compare(base: Curve, other: Curve, rounds: int = 16) -> dict:
@@ -259,8 +260,8 @@ def compare(base: Curve, other: Curve, rounds: int = 16) -> dict:
     out["best_at_equal_n"] = other.at(n)
     out["best_ratio_at_equal_n"] = other.at(n) / base.at(n) if base.at(n) > 0 else float("nan")
     wb, wo = base.wall_at_rounds(rounds), other.wall_at_rounds(rounds)
-    if wo is None and other.rounds.max(initial=0) == 0 and wb is not None:  # model-free tuner: same measurements
-        k = int(np.nonzero(base.rounds >= rounds)[0][0])
+    if other.rounds.max(initial=0) == 0 and wb is not None:  # model-free tuner: the baseline's measurements
+        k = int(np.count_nonzero(base.rounds <= rounds - 1))
         wo = float(other.wall[k - 1]) if 0 < k <= len(other.wall) else None
     out["round_speedup"] = wb / wo if wb and wo else float("nan")
     out["search_share"] = float(other.search[-1] / other.wall[-1]) if len(other.wall) and other.wall[-1] > 0 else 0.0
@@ -439,8 +440,8 @@ def _fmt(x, nd=2) -> str:
     return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{nd}f}"
 
 
-def _summary_table(summary: dict) -> list[str]:
-    lines = ["| tuner | time speed-up to equal quality | reached | speed-up at equal rounds | measurements ratio | "
+def _summary_table(summary: dict, rounds: int = 16) -> list[str]:
+    lines = [f"| tuner | time speed-up to equal quality | reached | speed-up at {rounds} rounds | measurements ratio | "
              "best GFLOPS ratio at equal measurements | search+fit share |", "|---|---|---|---|---|---|---|"]
     for t, e in summary.items():
         reached, runs = e.get("reached", [0, 0])
@@ -464,9 +465,9 @@ def markdown(result: dict) -> str:
              f"Workloads: {', '.join(cfg['workloads'])}; seeds {cfg['seeds']}; {cfg['n_trial']} trials; "
              f"baseline {result['baseline']}", "",
              f"### Against {result['baseline']}", ""]
-    lines += _summary_table(result["summary"])
+    lines += _summary_table(result["summary"], cfg["rounds"])
     for a, summ in result.get("summary_against", {}).items():
-        lines += [f"### Against {a}", ""] + _summary_table(summ)
+        lines += [f"### Against {a}", ""] + _summary_table(summ, cfg["rounds"])
     lines += ["Geometric means over tasks (of geometric means over seeds), 95% bootstrap interval over seeds. "
               "Ratios > 1 favour the tuner over the comparator. `reached`: runs that reached the comparator's "
               "final best; `<=`: the mean includes runs that never did, counted as if they had at their last "

@@ -49,6 +49,15 @@ def test_round_speedup_uses_refit_counts():
     base = curve([1] * 8, np.arange(1, 9), rounds=[0, 0, 0, 0, 1, 1, 1, 1])  # round 1 starts after 4 s
     other = curve([1] * 4, np.arange(1, 5), rounds=[0, 0, 1, 1])  # after 2 s
     assert bench.compare(base, other, rounds=1)["round_speedup"] == pytest.approx(2.0)
+    # a last round cut short by the budget counts as done; a round never started gives no time
+    assert bench.compare(base, other, rounds=2)["round_speedup"] == pytest.approx(8 / 4)
+    assert math.isnan(bench.compare(base, other, rounds=3)["round_speedup"])
+    # a model-free tuner (round 0 throughout) is timed at the baseline's measurement count
+    free = curve([1] * 8, np.arange(1, 9) / 2)
+    assert bench.compare(base, free, rounds=1)["round_speedup"] == pytest.approx(4 / 2)
+    for tier in ("quick", "baselines", "ablation", "paper"):  # every tier's budget holds its rounds
+        cfg = bench.BenchConfig.from_tier(tier)
+        assert cfg.rounds * 64 <= cfg.n_trial
 
 
 def test_geomean_and_bootstrap():
