@@ -119,7 +119,7 @@ def log_path(cfg: BenchConfig, workload: str, tuner: str, seed: int) -> str:
 
 def run(cfg: BenchConfig, progress: bool = True) -> None:
     """Run (or resume) every (workload, tuner, seed) of ``cfg``."""
-    from .measure import LocalBuilder, LocalRunner, log_to_file, measure_option
+    from .measure import LocalBuilder, LocalRunner, load_records, log_to_file, measure_option
     from .task import create_task
     from .tuners import TUNERS, get_tuner
     from .tuners.callback import progress_bar
@@ -137,6 +137,8 @@ def run(cfg: BenchConfig, progress: bool = True) -> None:
             for w, task in tasks.items():
                 for tuner_name in cfg.tuners:
                     path = log_path(cfg, w, tuner_name, seed)
+                    if os.path.exists(path) and len(load_records(path)) >= cfg.n_trial:
+                        continue  # done (by this tier or a longer one): no tuner to build, no model to refit
                     tuner = get_tuner(tuner_name, task, seed=seed)
                     cbs = [log_to_file(path)]
                     if progress:
