@@ -512,7 +512,8 @@ def markdown(result: dict) -> str:
 
 
 def plot(result: dict, out: str) -> None:
-    """``curves.png`` (best GFLOPS vs measurements and vs wall time, per task) and ``speedups.png``."""
+    """``curves.png`` (best GFLOPS vs measurements and vs wall time, per task; median over seeds bold,
+    each seed faint) and ``speedups.png`` (time speed-up to equal quality, geometric mean, 95% interval)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -522,17 +523,22 @@ def plot(result: dict, out: str) -> None:
     tuners = list(result["config"]["tuners"])
     fig, axes = plt.subplots(len(ws), 2, figsize=(11, 3.2 * len(ws)), squeeze=False)
     for i, w in enumerate(ws):
-        labelled = set()
-        for key, c in result["curves"].items():
-            kw, t, s = key.split("|")
-            if kw != w:
+        for j, t in enumerate(tuners):
+            runs = [c for key, c in result["curves"].items() if key.split("|")[:2] == [w, t] and c["gflops"]]
+            if not runs:
                 continue
-            # one colour per tuner, one line per seed, one legend entry per tuner
-            style = dict(color=f"C{tuners.index(t) % 10}" if t in tuners else None, lw=1, alpha=0.8,
-                         label=None if t in labelled else t)
-            labelled.add(t)
-            axes[i][0].plot(np.arange(1, len(c["gflops"]) + 1), c["gflops"], **style)
-            axes[i][1].plot(c["wall"], c["gflops"], **{**style, "label": None})
+            # each seed faint, the median over seeds bold (on the wall-time axis: of the step functions)
+            color = f"C{j % 10}"
+            for c in runs:
+                axes[i][0].plot(np.arange(1, len(c["gflops"]) + 1), c["gflops"], color=color, lw=0.6, alpha=0.3)
+                axes[i][1].plot(c["wall"], c["gflops"], color=color, lw=0.6, alpha=0.3)
+            n = min(len(c["gflops"]) for c in runs)
+            axes[i][0].plot(np.arange(1, n + 1), np.median([c["gflops"][:n] for c in runs], axis=0), color=color,
+                            lw=1.8, label=t)
+            grid = np.linspace(0, min(c["wall"][-1] for c in runs), 200)
+            steps = [np.where(grid >= c["wall"][0], np.asarray(c["gflops"])[np.maximum(
+                np.searchsorted(c["wall"], grid, side="right") - 1, 0)], 0.0) for c in runs]
+            axes[i][1].plot(grid, np.median(steps, axis=0), color=color, lw=1.8)
         ref = result["pytorch_gflops"].get(w)
         for ax in axes[i]:
             if ref:
