@@ -60,7 +60,8 @@ TIERS = {
     "ablation": dict(workloads=["resnet18.conv2d.2", "resnet18.conv2d.6", "resnet18.conv2d.9"], n_trial=512,
                      seeds=[0, 1, 2], rounds=8, tuners=["xgb", "rl", "sa-as", "release", "release+"]),
     # Seconds: checks the harness end to end.
-    "smoke": dict(workloads=["tiny.matmul.1"], n_trial=8, seeds=[0], tuners=["random", "grid"], baseline="random"),
+    "smoke": dict(workloads=["tiny.matmul.1"], n_trial=8, seeds=[0], rounds=1, tuners=["random", "grid"],
+                  baseline="random"),
 }
 
 
@@ -99,17 +100,32 @@ class BenchConfig:
             base["workloads"] = [w.name for w in list_workloads() if w.op == "conv2d" and not w.name.startswith("tiny")]
         cfg = cls(tier=tier, **base)
         for k, v in over.items():
-            if v not in (None, [], ""):
-                setattr(cfg, k, v)
+            if isinstance(v, (list, tuple)) and not v:
+                raise TunerError(f"--{k.replace('_', '-')} was given without a value; name at least one, or leave "
+                                 f"it out for the tier's default ({', '.join(map(str, getattr(cfg, k)))})")
+            if v not in (None, ""):
+                setattr(cfg, k, list(v) if isinstance(v, tuple) else v)
         if not cfg.logs:
             cfg.logs = os.path.join(cfg.out, "logs") if cfg.out else os.path.join("benchmarks", "results", "logs")
         if not cfg.out:
             cfg.out = os.path.join("benchmarks", "results", tier)
         if cfg.n_trial < 1:
             raise TunerError(f"n_trial={cfg.n_trial} must be a positive integer")
+        from .tuners import TUNERS
+        from .workloads import get_workload
+
+        unknown = [t for t in cfg.tuners if t not in TUNERS]
+        if unknown:
+            raise TunerError(f"unknown tuners {unknown}; choose from {', '.join(TUNERS)}")
+        for w in cfg.workloads:
+            get_workload(w)  # raises WorkloadError naming the closest registered workload
         if cfg.baseline not in cfg.tuners:
             raise TunerError(f"baseline {cfg.baseline!r} is not among the tuners {cfg.tuners}; add it to --tuners "
                              "or choose one of them with --baseline")
+        if over.get("against"):  # the tier's default comparators are used when present; named ones must be
+            missing = [a for a in cfg.against if a not in cfg.tuners]
+            if missing:
+                raise TunerError(f"--against {' '.join(missing)}: not among the tuners {cfg.tuners}; add to --tuners")
         return cfg
 
 
@@ -347,6 +363,9 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
     from .measure import load_records
 
     comparators = [a for a in cfg.against if a in cfg.tuners and a != cfg.baseline]
+    if not any(os.path.exists(log_path(cfg, w, t, s)) for w in cfg.workloads for t in cfg.tuners for s in cfg.seeds):
+        raise TunerError(f"no logs of these runs in {cfg.logs}/; run the benchmark first (without --report-only), "
+                         "or point --logs at the folder that holds them")
     curves: dict = {}
     split: dict = {}  # wall seconds in search, fit and measurement per run
     for w in cfg.workloads:

@@ -85,22 +85,23 @@ def register(subparsers) -> None:
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--tier", default="quick",
                    help="quick | baselines | ablation | paper | smoke (sets the defaults below)")
-    p.add_argument("--workloads", nargs="*", default=None)
-    p.add_argument("--tuners", nargs="*", default=None)
-    p.add_argument("--seeds", nargs="*", type=int, default=None)
-    p.add_argument("--n-trial", type=int, default=None)
-    p.add_argument("--target", default="llvm")
+    p.add_argument("--workloads", nargs="*", default=None, help="registered workloads (default: the tier's)")
+    p.add_argument("--tuners", nargs="*", default=None, help="tuner names as in `release tune` (default: the tier's)")
+    p.add_argument("--seeds", nargs="*", type=int, default=None, help="one run per seed (default: the tier's)")
+    p.add_argument("--n-trial", type=int, default=None, help="measurements per run (default: the tier's)")
+    p.add_argument("--target", default="llvm", help="TVM target: a kind, a tag or a JSON dict")
     p.add_argument("--out", default=None, help="results folder (default benchmarks/results/<tier>)")
     p.add_argument("--logs", default=None, help="per-run logs, shared by tiers (default benchmarks/results/logs, "
                    "or OUT/logs when --out is given)")
-    p.add_argument("--baseline", default=None, help="the tuner every metric is relative to (default: xgb)")
+    p.add_argument("--baseline", default=None, help="the tuner every metric is relative to (None: xgb, or the "
+                   "tier's)")
     p.add_argument("--against", nargs="*", default=None,
-                   help="further comparators, each with its own table (default: ms-evolutionary)")
+                   help="further comparators, each with its own table (None: ms-evolutionary when it runs)")
     p.add_argument("--report-only", action="store_true", help="recompute metrics and plots from the logs")
     p.add_argument("--remeasure", action="store_true",
                    help="after the runs, re-time every run's 3 best configs, all tuners interleaved (the same "
                         "machine load for all), and report those GFLOPS too")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_bench)
 
 
@@ -287,8 +288,8 @@ def cmd_bench(args) -> int:
         "release bench " + " ".join(argv[1:])
     if not args.report_only:
         bench.run(cfg, progress=not args.no_progress)
-        if args.remeasure:
-            bench.remeasure(cfg)
+    if args.remeasure:
+        bench.remeasure(cfg)
     res = bench.report(cfg, command=command)
     print(bench.markdown(res))
     print(f"results in {cfg.out}/ (results.json, table.md, curves.png, speedups.png)")

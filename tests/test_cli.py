@@ -132,8 +132,32 @@ def test_bad_tuner_options_get_one_line(tmp_path, args, fragments):
     (["--tuners", "release", "random"], ["baseline 'xgb' is not among the tuners", "--baseline"]),
     (["--tuners", "xgb", "annealing-please"], ["unknown tuners ['annealing-please']"]),
     (["--n-trial", "0"], ["n_trial=0"]),
+    (["--seeds"], ["--seeds was given without a value"]),
+    (["--tuners"], ["--tuners was given without a value"]),
+    (["--tuners", "random", "bogus", "--report-only"], ["unknown tuners ['bogus']"]),
+    (["--workloads", "nope.matmul", "--report-only"], ["unknown workload 'nope.matmul'"]),
+    (["--tier", "smoke", "--against", "bogus"], ["--against bogus: not among the tuners"]),
+    (["--tier", "smoke", "--report-only"], ["no logs of these runs", "--logs"]),
 ])
 def test_bad_bench_input_gets_one_line(tmp_path, args, fragments):
     p = release("bench", "--workloads", "tiny.matmul.1", "--seeds", "0", "--out", str(tmp_path), "--no-progress", *args)
     assert_one_line_error(p, *fragments)
     assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())  # nothing ran
+
+
+def test_bench_report_only_remeasures_and_piped_output_ends_quietly(tmp_path):
+    out = str(tmp_path / "b")
+    p = release("bench", "--tier", "smoke", "--n-trial", "2", "--out", out, "--no-progress")
+    assert p.returncode == 0, p.stderr
+    assert not os.path.exists(os.path.join(out, "remeasure.json"))
+    p = release("bench", "--tier", "smoke", "--n-trial", "2", "--out", out, "--report-only", "--remeasure")
+    assert p.returncode == 0, p.stderr
+    with open(os.path.join(out, "remeasure.json")) as f:
+        assert set(json.load(f)["gflops"]["tiny.matmul.1"]) == {"random|0", "grid|0"}
+    # a reader that stops early (| head) is not an error: here the reader is gone before the first line
+    proc = subprocess.Popen([sys.executable, "-m", "release.cli", "workloads"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
