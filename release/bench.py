@@ -135,17 +135,13 @@ def log_path(cfg: BenchConfig, workload: str, tuner: str, seed: int) -> str:
 
 def run(cfg: BenchConfig, progress: bool = True) -> None:
     """Run (or resume) every (workload, tuner, seed) of ``cfg``."""
-    from .measure import LocalBuilder, LocalRunner, load_records, log_to_file, measure_option
+    from .measure import load_records, log_to_file
     from .task import create_task
-    from .tuners import TUNERS, get_tuner
+    from .tuners import get_tuner
     from .tuners.callback import progress_bar
 
-    unknown = [t for t in cfg.tuners if t not in TUNERS]
-    if unknown:
-        raise TunerError(f"unknown tuners {unknown}; choose from {', '.join(TUNERS)}")
-    os.makedirs(cfg.logs, exist_ok=True)
-    opt = measure_option(LocalBuilder(n_parallel=cfg.n_parallel),
-                         LocalRunner(number=cfg.number, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms))
+    os.makedirs(cfg.logs, exist_ok=True)  # tuner names were checked by BenchConfig.from_tier (get_tuner checks too)
+    opt = _measure_option(cfg)
     tasks = {w: create_task(w, cfg.target) for w in cfg.workloads}
     try:
         # Seeds outermost: a benchmark stopped part-way leaves complete seeds over every tuner and task.
@@ -165,6 +161,14 @@ def run(cfg: BenchConfig, progress: bool = True) -> None:
         opt["runner"].close()
 
 
+def _measure_option(cfg: BenchConfig) -> dict:
+    """The builder and runner every run and re-measurement of ``cfg`` uses."""
+    from .measure import LocalBuilder, LocalRunner, measure_option
+
+    return measure_option(LocalBuilder(n_parallel=cfg.n_parallel),
+                          LocalRunner(number=cfg.number, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms))
+
+
 def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) -> dict:
     """Re-time every run's ``top`` best logged configs, all runs of a task interleaved in a shuffled
     order, ``rounds`` times, so that every tuner's best kernel is timed under the same machine load
@@ -174,14 +178,13 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
     Returns ``{workload: {"TUNER|SEED": GFLOPS}}`` (per config the median over rounds, per run the
     best of its configs) and writes ``<out>/remeasure.json``; :func:`report` reads it.
     """
-    from .measure import LocalBuilder, LocalRunner, load_records, measure_option
+    from .measure import load_records
     from .measure.measure import Measurer
     from .task import create_task
 
     rng = np.random.default_rng(seed)
     out: dict = {}
-    opt = measure_option(LocalBuilder(n_parallel=cfg.n_parallel),
-                         LocalRunner(number=cfg.number, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms))
+    opt = _measure_option(cfg)
     try:
         for w in cfg.workloads:
             task = create_task(w, cfg.target)
