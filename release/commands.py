@@ -27,7 +27,7 @@ def register(subparsers) -> None:
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--workload", default="resnet18.conv2d.2", help="registered workload (see `release workloads`)")
     p.add_argument("--target", default="llvm", help="'llvm' (this CPU), 'cuda', a TVM tag, or a JSON dict")
-    p.add_argument("--tuner", default="random", help="random | grid | xgb | ga | ms-evolutionary | release | sa-as | rl")
+    p.add_argument("--tuner", default="random", help="random | grid | xgb | ga | ms-evolutionary | release | release+ | sa-as | rl")
     p.add_argument("--n-trial", type=int, default=64, help="measured configs in total (resumed ones count)")
     p.add_argument("--early-stopping", type=int, default=None, help="stop after this many trials without a new best")
     p.add_argument("--log", default=None, help="JSON-lines tuning log; an existing log is resumed")
@@ -36,6 +36,9 @@ def register(subparsers) -> None:
     p.add_argument("--plan-size", type=int, default=None, help="configs per round for model-based tuners")
     p.add_argument("--feature-type", default=None, help="cost-model features of model-based tuners: itervar | knob")
     p.add_argument("--loss-type", default=None, help="cost-model loss of model-based tuners: reg | rank")
+    p.add_argument("--warm-start", default=None, metavar="AGENT_PT",
+                   help="PPO tuners (release, release+, rl): start the agent from another task's *.agent.pt "
+                        "(written beside every tuning log; same operator, as many knobs)")
     p.add_argument("--runner", choices=["local", "rpc"], default="local", help="where kernels run")
     p.add_argument("--rpc-key", default=None, help="device key at the RPC tracker")
     p.add_argument("--rpc-host", default="127.0.0.1", help="RPC tracker host")
@@ -161,6 +164,8 @@ def cmd_tune(args) -> int:
         raise TunerError(f"--n-trial {args.n_trial} must be a positive integer")
     if args.tuner not in TUNERS:
         raise TunerError(f"unknown tuner {args.tuner!r}; choose one of: {', '.join(TUNERS)}")
+    if args.warm_start is not None and args.tuner not in ("release", "release+", "rl"):
+        raise TunerError(f"--warm-start applies to the PPO tuners (release, release+, rl), not {args.tuner!r}")
     t_start = time.time()
     task = create_task(args.workload, args.target)
     log = args.log or os.path.join("runs", f"{args.workload}.{args.tuner}.jsonl")
@@ -168,7 +173,7 @@ def cmd_tune(args) -> int:
     option = make_measure_option(args)
     option["runner"].check_device(task.target)  # before the (slow on CUDA) knob space is built
     kwargs = {k: v for k, v in (("plan_size", args.plan_size), ("feature_type", args.feature_type),
-                                 ("loss_type", args.loss_type)) if v is not None}
+                                 ("loss_type", args.loss_type), ("warm_start", args.warm_start)) if v is not None}
     tuner = get_tuner(args.tuner, task, seed=args.seed, **kwargs)
     space = task.config_space
     print(f"task     {task.name}: {task.flop / 1e9:.3f} GFLOP, target {task.target_json}")

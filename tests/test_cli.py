@@ -121,6 +121,8 @@ def test_log_written_for_another_task(tmp_path):
     (["--tuner", "xgb", "--feature-type", "pixels"], ["pixels"]),
     (["--tuner", "xgb", "--loss-type", "hinge"], ["hinge"]),
     (["--tuner", "xgb", "--plan-size", "0"], ["plan_size"]),
+    (["--tuner", "xgb", "--warm-start", "a.agent.pt"], ["--warm-start applies to the PPO tuners", "'xgb'"]),
+    (["--tuner", "release", "--warm-start", "missing.agent.pt"], ["missing.agent.pt does not exist"]),
 ])
 def test_bad_tuner_options_get_one_line(tmp_path, args, fragments):
     p = release("tune", "--workload", "tiny.matmul.1", "--log", str(tmp_path / "x.jsonl"), *FAST, *args)

@@ -15,7 +15,9 @@ feature cost is the cost model's business (knob features: the config itself).
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import time
 
 import numpy as np
@@ -63,6 +65,14 @@ class _RoundScores:
                 if len(out) >= num:
                     break
         return out
+
+
+def agent_checkpoint_path(log_path: str | os.PathLike, task_key: str) -> str:
+    """Where a tuning log keeps the agent of one task: ``<log without .jsonl>.<sha1(task key)[:10]>.agent.pt``
+    (one log may hold many tasks, as ``release tune-model`` writes)."""
+    base = os.fspath(log_path)
+    base = base[: -len(".jsonl")] if base.endswith(".jsonl") else base
+    return f"{base}.{hashlib.sha1(task_key.encode()).hexdigest()[:10]}.agent.pt"
 
 
 class RLOptimizer:
@@ -118,6 +128,43 @@ class RLOptimizer:
         self.start_from_measured = float(start_from_measured)
         self._measured: np.ndarray | None = None
         self.last_stats: RoundStats | None = None
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the agent (:meth:`PPOAgent.state_dict`) to ``path`` atomically (a temporary file, then
+        ``os.replace``), so a run killed while saving keeps the previous checkpoint."""
+        import torch
+
+        path = os.fspath(path)
+        tmp = f"{path}.tmp{os.getpid()}"
+        torch.save(self.agent.state_dict(), tmp)
+        os.replace(tmp, path)
+
+    def load(self, source, same_space: bool = True) -> None:
+        """Load the agent from a checkpoint file (``torch.load(weights_only=True)``) or a state dict.
+
+        ``same_space=True``: resume this task's agent (knob dims must match; optimizer state and round
+        count restored). ``False``: warm start from another task with as many knobs (see
+        :meth:`PPOAgent.load_state_dict`).
+
+        Raises
+        ------
+        TunerError
+            The file is missing or unreadable, or the checkpoint does not fit this space.
+        """
+        state = source
+        if not isinstance(source, dict):
+            import torch
+
+            path = os.fspath(source)
+            if not os.path.isfile(path):
+                raise TunerError(f"agent checkpoint {path} does not exist; give a file written by a PPO tuner "
+                                 "(<log>.<task hash>.agent.pt beside its tuning log)")
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=True)
+            except Exception as e:  # torch raises several kinds for a damaged or foreign file
+                raise TunerError(f"agent checkpoint {path} is not readable ({type(e).__name__}: "
+                                 f"{str(e).splitlines()[0] if str(e) else ''}); delete it to start a fresh agent") from None
+        self.agent.load_state_dict(state, same_space=same_space)
 
     def observe(self, xs, ys) -> None:
         """Tell the optimizer the measured configs ``xs`` (n, n_knobs) and throughputs ``ys`` (n,)."""

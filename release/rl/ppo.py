@@ -407,6 +407,49 @@ class PPOAgent:
         stats.update_s = time.perf_counter() - t0
 
     def state_dict(self) -> dict:
-        """Network and optimizer weights plus the config (to warm-start another task's agent)."""
+        """Network and optimizer weights, the config, the knob dims and the rounds run (a plain dict of
+        tensors and Python values: ``torch.save`` / ``torch.load(weights_only=True)`` handle it)."""
         return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "config": asdict(self.cfg), "dims": self.dims.tolist()}
+                "optimizer": self.optimizer.state_dict(), "config": asdict(self.cfg), "dims": self.dims.tolist(),
+                "rounds": int(self.rounds)}
+
+    def load_state_dict(self, state: dict, same_space: bool = True) -> None:
+        """Take the weights of ``state`` (from :meth:`state_dict`).
+
+        Parameters
+        ----------
+        state : dict
+            An agent's :meth:`state_dict`.
+        same_space : bool
+            True (resuming this task): the knob dims must be equal, and the Adam state and round
+            count are restored too. False (warm start from another task of the same operator): only
+            the knob count must match (the state is indices / choices and the heads are 3-way per
+            knob, so the networks fit any space with as many knobs); the networks are copied and
+            the optimizer and round count start fresh.
+
+        Raises
+        ------
+        TunerError
+            ``state`` is not an agent's state dict, its knobs differ (the message gives both), or its
+            networks have another shape (another ``hidden`` size).
+        """
+        if not isinstance(state, dict) or not {"actor", "critic", "dims"} <= set(state):
+            raise TunerError("not a PPO agent checkpoint (expected a dict with actor, critic and dims, "
+                             "as PPOAgent.state_dict() returns)")
+        dims = [int(d) for d in state["dims"]]
+        if same_space and dims != self.dims.tolist():
+            raise TunerError(f"agent checkpoint is for knob dims {dims}, this space has {self.dims.tolist()}; "
+                             "it belongs to another task (use it as a warm start only for the same operator)")
+        if len(dims) != self.n_knobs:
+            raise TunerError(f"agent checkpoint has {len(dims)} knobs, this space has {self.n_knobs}; "
+                             "warm-start only from a task of the same operator and schedule rule")
+        try:
+            self.actor.load_state_dict(state["actor"])
+            self.critic.load_state_dict(state["critic"])
+            if same_space and "optimizer" in state:
+                self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as e:
+            raise TunerError(f"agent checkpoint does not fit this agent's networks ({str(e).splitlines()[0]}); "
+                             f"it was saved with config {state.get('config')}") from None
+        if same_space:
+            self.rounds = int(state.get("rounds", 0))

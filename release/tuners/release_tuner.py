@@ -20,6 +20,7 @@ epsilon-greedy random picks. With adaptive sampling the model is refit after eac
 from __future__ import annotations
 
 import logging
+import os
 from typing import Sequence
 
 import numpy as np
@@ -74,12 +75,25 @@ class ReleaseTuner(XGBTuner):
         XGBoost threads (default 1).
     seed : int, optional
         Seed of every random choice (random configs, cost model, agent, k-means).
+    warm_start : str, path or dict, optional
+        Start the agent from another task's agent (a ``*.agent.pt`` checkpoint or a
+        ``PPOAgent.state_dict()``): networks only, the task must have as many knobs (same operator
+        and schedule rule). Ignored when this task's own checkpoint is resumed (below).
+
+    Notes
+    -----
+    Agent checkpoints: when :meth:`tune` runs with a log (``log_to_file``), the agent is saved after
+    every search call to ``<log without .jsonl>.<task hash>.agent.pt`` (see
+    :func:`release.rl.agent_checkpoint_path`) and reloaded from there when the run is resumed, so a
+    killed or extended run continues with the agent it had, not a fresh one (the records alone
+    rebuild the cost model, not the agent). A checkpoint that does not fit is ignored with a warning.
 
     Raises
     ------
     TunerError
         Unknown optimizer or sampler (the message lists the choices), bad plan size, feature or
-        loss type.
+        loss type; a ``warm_start`` that is missing, unreadable or for a space with another knob
+        count, or given without the PPO optimizer.
     SpaceError
         The task's space has no knob to tune.
 
@@ -95,7 +109,8 @@ class ReleaseTuner(XGBTuner):
                  feature_type: str = "itervar", loss_type: str = "reg", ppo_config=None,
                  start_from_measured: float = 0.0, min_queries: int = 0,
                  diversity_filter_ratio: float | None = None,
-                 num_threads: int | None = None, seed: int | None = None, log_interval: int = 50):
+                 num_threads: int | None = None, seed: int | None = None, log_interval: int = 50,
+                 warm_start=None):
         space = task.config_space  # raises SpaceError for a space without knobs
         rl_seed, as_seed = _seeds(seed, 2)
         if isinstance(optimizer, str) or optimizer is None:
@@ -117,6 +132,32 @@ class ReleaseTuner(XGBTuner):
         super().__init__(task, plan_size=plan_size, feature_type=feature_type, loss_type=loss_type,
                          optimizer=optimizer, diversity_filter_ratio=diversity_filter_ratio, sampler=sampler,
                          num_threads=num_threads, seed=seed, log_interval=log_interval)
+        self.agent_checkpoint: str | None = None
+        if warm_start is not None:
+            if not hasattr(self.model_optimizer, "agent"):
+                raise TunerError("warm_start needs the PPO agent (optimizer='ppo'); this tuner has no agent")
+            self.model_optimizer.load(warm_start, same_space=False)
+            logger.info("%s: agent warm-started from %s", task.name,
+                        warm_start if not isinstance(warm_start, dict) else "a state dict")
+
+    def attach_log(self, path: str) -> None:
+        """Keep the agent beside the log ``path``; resume it from there if a checkpoint exists."""
+        if not hasattr(self.model_optimizer, "save"):
+            return
+        from ..rl import agent_checkpoint_path
+
+        ckpt = agent_checkpoint_path(path, self.task.key)
+        if ckpt == self.agent_checkpoint:
+            return  # tune() called again on the same log (tune-model's chunks): the agent is already current
+        self.agent_checkpoint = ckpt
+        if os.path.exists(ckpt):
+            try:
+                self.model_optimizer.load(self.agent_checkpoint, same_space=True)
+            except TunerError as e:
+                logger.warning("%s: agent checkpoint ignored, the agent starts fresh: %s", self.task.name, e)
+            else:
+                logger.info("%s: agent resumed from %s (%d rounds)", self.task.name, self.agent_checkpoint,
+                            self.model_optimizer.agent.rounds)
 
     def update(self, configs: Sequence[tuple], results: Sequence[MeasureResult]) -> None:
         """AutoTVM's update (refit when due), then tell the optimizer the measured configs."""
@@ -126,6 +167,8 @@ class ReleaseTuner(XGBTuner):
 
     def _make_plan(self) -> None:
         super()._make_plan()
+        if self.agent_checkpoint is not None:
+            self.model_optimizer.save(self.agent_checkpoint)
         stats = getattr(self.model_optimizer, "last_stats", None)
         k = getattr(self.sampler, "last_k", None)
         if hasattr(stats, "mean_reward"):

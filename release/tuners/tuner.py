@@ -2,9 +2,10 @@
 
 Life cycle of :meth:`Tuner.tune` (one *round* = search, measure, update):
 
-1. Resume: every callback with a ``load(task)`` method (``log_to_file``) returns the records of
-   this task already on disk; :meth:`Tuner.load_history` marks them visited and feeds them to
-   :meth:`Tuner.update`. They count toward ``n_trial``.
+1. Resume: :meth:`Tuner.attach_log` gets the log's path (tuners with state beyond the records,
+   the PPO agent, reload it from beside the log); every callback with a ``load(task)`` method
+   (``log_to_file``) returns the records of this task already on disk; :meth:`Tuner.load_history`
+   marks them visited and feeds them to :meth:`Tuner.update`. They count toward ``n_trial``.
 2. While fewer than ``n_trial`` configs were measured and :meth:`Tuner.has_next`:
 
    a. ``configs = next_batch(batch_size)``: the search; must return unvisited configs (timed
@@ -95,6 +96,11 @@ class Tuner:
     def update(self, configs: Sequence[tuple], results: Sequence[MeasureResult]) -> None:
         """Learn from measured ``results`` of ``configs`` (same order). Default: nothing."""
 
+    def attach_log(self, path: str) -> None:
+        """Called by :meth:`tune` with the tuning log's path (the first callback with ``load`` and
+        ``path``, e.g. ``log_to_file``) before the log's records are resumed; a tuner with state
+        beyond the records (the PPO agent) keeps it beside the log. Default: nothing."""
+
     # ------------------------------------------------------------------ bookkeeping
     def _note(self, result: MeasureResult) -> None:
         self.visited.add(tuple(result.config))
@@ -177,6 +183,10 @@ class Tuner:
         if early_stopping is not None and early_stopping < 1:
             raise TunerError(f"early_stopping={early_stopping!r} must be a positive integer or None")
         opt = measure_option if measure_option is not None else globals()["measure_option"]()
+        for cb in callbacks:
+            if hasattr(cb, "load") and isinstance(getattr(cb, "path", None), str):
+                self.attach_log(cb.path)
+                break
         for cb in callbacks:
             if hasattr(cb, "load"):
                 n = self.load_history(cb.load(self.task))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +11,7 @@ import torch
 from release import autotvm
 from release.errors import SpaceError, TunerError
 from release.measure import load_records
-from release.rl import PPOConfig, RLOptimizer
+from release.rl import PPOConfig, RLOptimizer, agent_checkpoint_path
 from release.sampling import AdaptiveSampler
 from release.tuners import get_tuner
 from release.tuners.release_tuner import ReleasePlusTuner, ReleaseTuner, RLTuner, SAASTuner
@@ -39,6 +41,78 @@ def test_release_tuner_64_trials_then_resume(matmul_task, fast_measure, tmp_path
     assert t2.train_ct >= 1 and t2.cost_model.fit_count >= 1
     assert t2.best_gflops >= tuner.best_gflops
     assert all(r.tuner == "release" for r in recs)
+    # the agent lives beside the log and is resumed with it (the records alone do not rebuild it)
+    ckpt = agent_checkpoint_path(str(log), matmul_task.key)
+    assert os.path.isfile(ckpt) and ckpt.endswith(".agent.pt")
+    saved = torch.load(ckpt, weights_only=True)
+    assert saved["rounds"] == t2.model_optimizer.agent.rounds >= 1
+    t3 = ReleaseTuner(matmul_task, plan_size=16, seed=2, feature_type="knob", ppo_config=SMALL_AGENT)
+    fresh = {k: v.clone() for k, v in t3.model_optimizer.agent.actor.state_dict().items()}
+    t3.attach_log(str(log))
+    assert t3.agent_checkpoint == ckpt and t3.model_optimizer.agent.rounds == saved["rounds"]
+    for k, v in t3.model_optimizer.agent.actor.state_dict().items():
+        assert torch.equal(v, saved["actor"][k]) and not torch.equal(v, fresh[k])
+
+
+def _agent_file(tmp_path, dims, name="other.agent.pt", rounds=0):
+    from release.rl import PPOAgent
+
+    agent = PPOAgent(dims, SMALL_AGENT, seed=7)
+    agent.rounds = rounds
+    path = tmp_path / name
+    torch.save(agent.state_dict(), path)
+    return path, agent
+
+
+def test_agent_checkpoint_that_does_not_fit_is_ignored_with_a_warning(matmul_task, tmp_path, caplog):
+    log = str(tmp_path / "t.jsonl")
+    ckpt = agent_checkpoint_path(log, matmul_task.key)
+    dims = list(matmul_task.config_space.dims)
+    bad_checkpoints = [
+        lambda: _agent_file(tmp_path, [d + 1 for d in dims], os.path.basename(ckpt), rounds=5),  # another task
+        lambda: _agent_file(tmp_path, dims + [2], os.path.basename(ckpt), rounds=5),  # another knob count
+        lambda: open(ckpt, "wb").write(b"not a checkpoint"),  # damaged file
+    ]
+    for make in bad_checkpoints:
+        make()
+        tuner = ReleaseTuner(matmul_task, plan_size=16, seed=0, feature_type="knob", ppo_config=SMALL_AGENT)
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            tuner.attach_log(log)
+        assert tuner.model_optimizer.agent.rounds == 0  # fresh agent
+        assert any("agent checkpoint ignored" in r.getMessage() for r in caplog.records)
+    # a tuner without an agent keeps nothing beside the log
+    sa = ReleaseTuner(matmul_task, optimizer="sa")
+    sa.attach_log(log)
+    assert sa.agent_checkpoint is None
+
+
+def test_warm_start_from_another_task_of_the_same_knob_count(matmul_task, tmp_path):
+    dims = list(matmul_task.config_space.dims)
+    path, other = _agent_file(tmp_path, [d + 3 for d in dims], rounds=9)  # same operator, other shape
+    tuner = ReleaseTuner(matmul_task, seed=0, ppo_config=SMALL_AGENT, warm_start=str(path))
+    agent = tuner.model_optimizer.agent
+    for k, v in agent.actor.state_dict().items():
+        assert torch.equal(v, other.actor.state_dict()[k])
+    for k, v in agent.critic.state_dict().items():
+        assert torch.equal(v, other.critic.state_dict()[k])
+    assert agent.rounds == 0 and not agent.optimizer.state_dict()["state"]  # optimizer and count start fresh
+    assert get_tuner("rl", matmul_task, seed=0, warm_start=other.state_dict()).model_optimizer.agent.rounds == 0
+    # clear errors: another knob count, a missing or damaged file, no agent to warm-start
+    wrong, _ = _agent_file(tmp_path, dims + [4], "wrong.agent.pt")
+    with pytest.raises(TunerError, match=f"has {len(dims) + 1} knobs, this space has {len(dims)}") as e:
+        ReleaseTuner(matmul_task, warm_start=str(wrong))
+    assert "\n" not in str(e.value)
+    with pytest.raises(TunerError, match="does not exist"):
+        ReleaseTuner(matmul_task, warm_start=str(tmp_path / "nope.agent.pt"))
+    (tmp_path / "junk.pt").write_bytes(b"junk")
+    with pytest.raises(TunerError, match="not readable") as e:
+        ReleaseTuner(matmul_task, warm_start=str(tmp_path / "junk.pt"))
+    assert "\n" not in str(e.value)
+    with pytest.raises(TunerError, match="not a PPO agent checkpoint"):
+        ReleaseTuner(matmul_task, warm_start={"weights": 1})
+    with pytest.raises(TunerError, match="needs the PPO agent"):
+        ReleaseTuner(matmul_task, optimizer="sa", warm_start=str(path))
 
 
 def test_refit_after_each_k_not_after_plan_size(matmul_task, fast_measure):
