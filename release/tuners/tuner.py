@@ -83,6 +83,7 @@ class Tuner:
         self.time_search = 0.0
         self.time_fit = 0.0
         self.time_measure = 0.0
+        self.round_base = 0  # last round of the resumed records: a resumed run's rounds continue from it
 
     # ------------------------------------------------------------------ hooks for subclasses
     def has_next(self) -> bool:
@@ -123,9 +124,12 @@ class Tuner:
         """
         results = []
         unusable = 0
+        fresh = self.trials == 0 and not self.visited
         for rec in records:
             if rec.task != self.task.key:
                 continue
+            if fresh:  # the refit that follows makes round round_base + 1, as in the interrupted run
+                self.round_base = max(self.round_base, int(rec.round))
             try:
                 c = self.space.config_of_record(rec.config, rec.trace)
             except InvalidConfigError:
@@ -214,7 +218,7 @@ class Tuner:
                     break
                 share_s, share_f = search / len(configs), pending_fit / len(configs)
 
-                round_now = int(getattr(self, "train_ct", 0))
+                round_now = self.round_base + int(getattr(self, "train_ct", 0))
 
                 def on_result(r: MeasureResult) -> None:
                     r.search_s, r.fit_s, r.round = share_s, share_f, round_now

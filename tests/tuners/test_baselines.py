@@ -64,6 +64,21 @@ def test_xgb_tuner_refits_and_plans(matmul_task, fast_measure):
     assert plan and len(set(plan)) == len(plan)
 
 
+def test_resumed_run_continues_the_round_count(matmul_task, fast_measure, tmp_path):
+    """A resumed model-based run logs rounds that continue the interrupted run's (they restarted at
+    1 before, which broke the benchmark's equal-rounds metric on every extended run)."""
+    log = str(tmp_path / "xgb.jsonl")
+    autotvm.tuner.XGBTuner(matmul_task, plan_size=5, feature_type="knob", seed=3).tune(
+        12, fast_measure, callbacks=[autotvm.callback.log_to_file(log)])
+    first = [r.round for r in load_records(log)]
+    assert max(first) >= 1
+    again = autotvm.tuner.XGBTuner(matmul_task, plan_size=5, feature_type="knob", seed=4)
+    again.tune(22, fast_measure, callbacks=[autotvm.callback.log_to_file(log)])
+    rounds = [r.round for r in load_records(log)]
+    assert rounds[:12] == first and rounds == sorted(rounds)
+    assert rounds[12] == max(first) + 1 and max(rounds) >= max(first) + 2
+
+
 def test_submodular_pick_prefers_unseen_knob_values():
     from release.tuners.model_based import submodular_pick
 
