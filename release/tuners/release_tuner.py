@@ -134,7 +134,7 @@ class ReleaseTuner(XGBTuner):
                          num_threads=num_threads, seed=seed, log_interval=log_interval)
         self.agent_checkpoint: str | None = None
         if warm_start is not None:
-            if not hasattr(self.model_optimizer, "agent"):
+            if not hasattr(self.model_optimizer, "load"):
                 raise TunerError("warm_start needs the PPO agent (optimizer='ppo'); this tuner has no agent")
             self.model_optimizer.load(warm_start, same_space=False)
             logger.info("%s: agent warm-started from %s", task.name,
