@@ -219,6 +219,23 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
 
 
 # ---------------------------------------------------------------------------------------- metrics
+def continued_rounds(rounds) -> np.ndarray:
+    """Round numbers (cost-model refits before each measurement) made non-decreasing across resumes.
+
+    Logs written before the round fix (``Tuner.round_base``, third session) restart their rounds at 1
+    when a run is resumed, e.g. ``0 0 1 1 2 | 1 1 2``; the resumed segment is shifted to continue after the
+    last round, ``0 0 1 1 2 | 3 3 4``, which is what the fixed tuner logs. Logs that never decrease are
+    returned unchanged. Shape ``(n,)`` int."""
+    out = np.array(rounds, dtype=int)
+    offset = 0
+    for i in range(1, len(out)):
+        raw_prev, raw = rounds[i - 1], rounds[i]
+        if raw < raw_prev:  # a resume of a pre-fix log: continue after the last round
+            offset = out[i - 1] - raw + 1
+        out[i] = raw + offset
+    return out
+
+
 @dataclass
 class Curve:
     """Best-so-far curve of one run. Arrays have one entry per measurement, in order."""
@@ -233,7 +250,7 @@ class Curve:
         g = np.maximum.accumulate(np.array([r.gflops for r in recs], dtype=float)) if recs else np.zeros(0)
         wall = np.cumsum([r.search_s + r.fit_s + r.measure_s for r in recs]) if recs else np.zeros(0)
         search = np.cumsum([r.search_s + r.fit_s for r in recs]) if recs else np.zeros(0)
-        rounds = np.array([r.round for r in recs], dtype=int)
+        rounds = continued_rounds([r.round for r in recs])
         return cls(g, np.asarray(wall, float), np.asarray(search, float), rounds)
 
     @property

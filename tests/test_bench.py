@@ -2,6 +2,7 @@
 
 import json
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -107,3 +108,15 @@ def test_smoke_run_writes_results(tmp_path, fast_measure):
     bench.run(longer, progress=False)
     recs = load_records(bench.log_path(cfg, "tiny.matmul.1", "grid", 0))
     assert len(recs) == 6 == len({tuple(r.config) for r in recs})
+
+
+def test_rounds_of_a_resumed_pre_fix_log_continue():
+    # a log written before the round fix restarts its rounds at 1 on each resume; the report continues them
+    assert bench.continued_rounds([0, 0, 1, 1, 2, 1, 1, 2, 1, 2]).tolist() == [0, 0, 1, 1, 2, 3, 3, 4, 5, 6]
+    assert bench.continued_rounds([0, 1, 2, 3, 3, 4]).tolist() == [0, 1, 2, 3, 3, 4]  # fixed logs unchanged
+    assert bench.continued_rounds([0, 0, 0]).tolist() == [0, 0, 0]  # model-free tuners
+    assert bench.continued_rounds([]).tolist() == []
+    # so a resumed run has a time for its first 4 rounds (records of rounds 0-3), not n/a
+    recs = [SimpleNamespace(gflops=1.0, search_s=0.0, fit_s=0.0, measure_s=1.0, round=r) for r in [0, 1, 2, 1, 2]]
+    c = bench.Curve.from_records(recs)
+    assert c.wall_at_rounds(4) == pytest.approx(4.0) and c.wall_at_rounds(5) == pytest.approx(5.0)
