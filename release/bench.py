@@ -598,10 +598,20 @@ def plot(result: dict, out: str) -> None:
     heights = [v if k else 0 for v, k in zip(vals, ok)]
     err = np.array([[max(h - (c[0] or h), 0), max((c[1] or h) - h, 0)] if k else [0, 0]
                     for h, c, k in zip(heights, ci, ok)]).T
-    ax.bar(names, heights, yerr=err, capsize=3, color=[f"C{i % 10}" for i in range(len(names))])
+    bars = ax.bar(names, heights, yerr=err, capsize=3, color=[f"C{i % 10}" for i in range(len(names))])
+    # a tuner whose runs did not all reach the baseline's best has an upper bound, not a speed-up: hatch it
+    for bar, t in zip(bars, names):
+        k, n = result["summary"][t].get("reached") or (0, 0)
+        if n and k < n:
+            bar.set_hatch("//")
+        if n:
+            ax.annotate(f"{k}/{n}", (bar.get_x() + bar.get_width() / 2, 0), xytext=(0, 3),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=7,
+                        bbox=dict(fc="white", ec="none", pad=1))
     ax.tick_params(axis="x", labelsize=8)
     ax.axhline(1, color="k", lw=0.8)
     ax.set_ylabel(f"time speed-up over {result['baseline']}\n(to equal quality, geomean)")
+    ax.set_title("hatched: an upper bound (k/n runs reached the baseline's best)", fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "speedups.png"), dpi=110)
     plt.close(fig)
