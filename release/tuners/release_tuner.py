@@ -78,7 +78,9 @@ class ReleaseTuner(XGBTuner):
     warm_start : str, path or dict, optional
         Start the agent from another task's agent (a ``*.agent.pt`` checkpoint or a
         ``PPOAgent.state_dict()``): networks only, the task must have as many knobs (same operator
-        and schedule rule). Ignored when this task's own checkpoint is resumed (below).
+        and schedule rule). Ignored when this task's own checkpoint is resumed (below). Measured on
+        resnet18.conv2d.2 -> .6 (release+, 3 seeds, 256 trials) it did not help: 0.88x the fresh agent's
+        best GFLOPS (``benchmarks/warm_start/``), so it is off by default.
 
     Notes
     -----
