@@ -2,7 +2,6 @@
 
 Run `benchmarks/warm_start/run.sh` first (3 x 256 trials, ~10 min on 2 cores), then
 `.venv/bin/python benchmarks/warm_start/report.py`. Needs the ablation tier's logs (`release bench --tier ablation`)."""
-import sys
 from release import bench
 from release.measure.records import load_records
 L = "benchmarks/results/logs/resnet18.conv2d.6.%s.s%d.jsonl"
