@@ -3,6 +3,6 @@
 cd "$(dirname "$0")/../.."
 for s in 0 1 2; do
   .venv/bin/release tune --workload resnet18.conv2d.6 --tuner release+ --n-trial 256 --seed $s \
-    --warm-start benchmarks/results/logs/resnet18.conv2d.2.release+.s$s.f72210ed1d.agent.pt \
+    --warm-start benchmarks/results/logs/resnet18.conv2d.2.release+.s$s.*.agent.pt \
     --log benchmarks/results/warm_start/resnet18.conv2d.6.release+warm.s$s.jsonl --no-progress --no-check
 done
