@@ -163,3 +163,44 @@ def test_bench_report_only_remeasures_and_piped_output_ends_quietly(tmp_path):
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 0, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_log_cut_mid_line_loses_no_record_across_two_resumes(tmp_path):
+    """A crash that cut the last line mid-write: the next record starts on a new line (issue 19, item 1)."""
+    log = tmp_path / "t.jsonl"
+    base = ["tune", "--workload", "tiny.matmul.1", "--tuner", "random", "--log", str(log), "--no-check", *FAST]
+    p = release(*base, "--n-trial", "4")
+    assert p.returncode == 0, p.stderr
+    text = log.read_text()
+    full = text.splitlines()
+    assert len(full) == 4
+    log.write_text(text + full[2][: len(full[2]) // 2])  # half of line 3 appended, no newline
+    p = release(*base, "--n-trial", "6")
+    assert p.returncode == 0, p.stderr
+    assert "resuming 4 records" in p.stdout
+    p = release(*base, "--n-trial", "7")
+    assert p.returncode == 0, p.stderr
+    assert "resuming 6 records" in p.stdout  # the first record written after the cut line was kept
+    raw = log.read_text().splitlines()
+    assert raw[4] == full[2][: len(full[2]) // 2]  # the cut line is left in the file, on its own line
+    recs = [json.loads(l) for i, l in enumerate(raw) if i != 4]
+    assert len(recs) == 7
+    assert len({tuple(r["config"]) for r in recs}) == 7
+
+
+def test_log_that_is_not_a_tuning_log_is_refused_untouched(tmp_path):
+    """A non-log file passed as --log (issue 19, item 2): one line, exit 2, file unchanged."""
+    log = tmp_path / "pyproject.toml"
+    text = '[project]\nname = "x"\nversion = "0.1"\n'
+    log.write_text(text)
+    p = release("tune", "--workload", "tiny.matmul.1", "--log", str(log), *FAST)
+    assert_one_line_error(p, str(log), "is not a tuning log")
+    assert log.read_text() == text
+
+
+@pytest.mark.parametrize("command", ["tune", "tune-model"])
+def test_log_naming_a_folder_gets_one_line(tmp_path, command):
+    """``--log`` naming a directory (issue 19, item 3)."""
+    extra = ["--workload", "tiny.matmul.1"] if command == "tune" else ["--model", "tiny-cnn", "--compare", ""]
+    p = release(command, *extra, "--log", str(tmp_path), *FAST)
+    assert_one_line_error(p, f"log path {tmp_path} is a folder", "tune.jsonl")

@@ -97,20 +97,45 @@ class Record:
                    round=result.round)
 
 
+def _check_path(path) -> None:
+    """Raise :class:`RecordError` when ``path`` names a folder (a log must be a file)."""
+    if os.path.isdir(path):
+        raise RecordError(f"log path {path} is a folder; give a file path such as {os.path.join(path, 'tune.jsonl')}")
+
+
+# A record's JSON starts with its first field; a line cut by a crash mid-write still starts so.
+_RECORD_PREFIX = '{"task":'
+
+
 def load_records(path: str | os.PathLike, task=None) -> list[Record]:
     """Read a log; corrupt lines are skipped with one warning (the file is never modified).
 
     Parameters
     ----------
     path : str
-        JSON-lines log. A missing file gives ``[]``.
+        JSON-lines log. A missing or empty file gives ``[]``.
     task : Task or str, optional
         Keep only records of this task (a :class:`Task` or its key).
+
+    Returns
+    -------
+    list of Record
+        In file order.
+
+    Raises
+    ------
+    RecordError
+        ``path`` is a folder, or a non-empty file none of whose lines is a record (not a tuning log,
+        e.g. a config file passed by mistake); the file is left untouched. A line cut by a crash
+        mid-write (it starts as a record does) counts as part of a log.
     """
+    path = os.fspath(path)
     if not os.path.exists(path):
         return []
+    _check_path(path)
     key = getattr(task, "key", task)
     out, bad = [], []
+    n_records = n_fragments = 0
     with open(path, encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, start=1):
             if not line.strip():
@@ -119,9 +144,14 @@ def load_records(path: str | os.PathLike, task=None) -> list[Record]:
                 rec = Record.from_json(line)
             except (ValueError, TypeError):
                 bad.append(n)
+                n_fragments += line.lstrip().startswith(_RECORD_PREFIX)
                 continue
+            n_records += 1
             if key is None or rec.task == key:
                 out.append(rec)
+    if bad and not n_records and not n_fragments:
+        raise RecordError(f"{path} is not a tuning log (none of its {len(bad)} line(s) is a record); "
+                          "pass a new --log path or an existing JSON-lines log of release")
     if bad:
         shown = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
         logger.warning("%s: skipped %d unreadable line(s) (line %s); they are left in the file", path, len(bad), shown)
@@ -163,10 +193,10 @@ class log_to_file:
     def __init__(self, path: str | os.PathLike, fsync: bool = True):
         self.path = os.fspath(path)
         self.fsync = fsync
+        _check_path(self.path)
         folder = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(folder, exist_ok=True)
-        if os.path.isdir(self.path):
-            raise RecordError(f"log path {self.path} is a folder; give a file path such as {self.path}/tune.jsonl")
+        load_records(self.path)  # refuse a file that is not a tuning log before anything is appended
 
     def load(self, task) -> list[Record]:
         """Records of ``task`` already in the file (for resuming)."""
@@ -174,12 +204,27 @@ class log_to_file:
 
     def __call__(self, tuner, inputs, results) -> None:
         with open(self.path, "a", encoding="utf-8") as f:
+            if _ends_mid_line(self.path):  # a crash cut the last line: start a new one, lose no record
+                f.write("\n")
             for res in results:
                 rec = Record.from_result(tuner.task, res, tuner=tuner.name)
                 f.write(rec.to_json() + "\n")
                 f.flush()
                 if self.fsync:
                     os.fsync(f.fileno())
+
+
+def _ends_mid_line(path: str) -> bool:
+    """True when the file is non-empty and its last byte is not a newline (a line cut mid-write)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def best_records(records: Iterable[Record]) -> dict[str, Record]:
