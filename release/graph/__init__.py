@@ -16,14 +16,15 @@ evaluate      policy vs plain / tuned BRKGA, local search and optima on held-out
 relax_apply   apply a single-device schedule to a Relax module, check outputs, compare TVM's memory plan
 cli           ``release regal optimize|export|train``
 
-Names below are imported lazily so that ``import release.graph`` does not import TVM or PyTorch.
+Names below are imported lazily so that ``import release.graph`` does not import TVM or PyTorch. A name that is
+also a submodule (``brkga``) is the submodule: ``from release.graph import brkga`` returns the module, and
+``from release.graph.brkga import brkga`` the function.
 """
 
 _LAZY = {
     "ComputationGraph": "release.graph.graph",
     "PerformanceModel": "release.graph.perf_model",
     "Solution": "release.graph.perf_model",
-    "brkga": "release.graph.brkga",
     "BRKGAConfig": "release.graph.brkga",
     "SearchResult": "release.graph.brkga",
     "run_method": "release.graph.baselines",

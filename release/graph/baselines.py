@@ -297,6 +297,8 @@ class TuningResult:
 
     best: BRKGAConfig
     scores: list[tuple[BRKGAConfig, float]] = field(default_factory=list)
+    evaluations: int = 0
+    """Objective evaluations the grid search spent (reference runs plus every config on every graph)."""
 
 
 def tune_brkga(
@@ -330,14 +332,17 @@ def tune_brkga(
     grid = grid or TuningGrid()
     model_kw = model_kw or {}
     base = []
+    spent = 0
     for i, g in enumerate(graphs):
         r = brkga(PerformanceModel(g, devices, objective, **model_kw), budget, BRKGAConfig(), seed + i)
+        spent += r.evaluations
         base.append(r.best_objective if r.best_violation <= 0 else np.nan)
     scores = []
     for cfg in grid.configs():
         rel = []
         for i, g in enumerate(graphs):
             r = brkga(PerformanceModel(g, devices, objective, **model_kw), budget, cfg, seed + i)
+            spent += r.evaluations
             if r.best_violation > 0 or not np.isfinite(base[i]) or base[i] <= 0:
                 rel.append(2.0 if r.best_violation > 0 else 1.0)
             else:
@@ -345,4 +350,4 @@ def tune_brkga(
         scores.append((cfg, float(np.mean(rel))))
         logger.info("tune_brkga %s: %.4f", cfg, scores[-1][1])
     best = min(scores, key=lambda t: t[1])[0]
-    return TuningResult(best, scores)
+    return TuningResult(best, scores, spent)

@@ -67,107 +67,187 @@ def _positive_int(name: str):
 
 def _methods(s: str) -> list[str]:
     out = [m.strip() for m in s.split(",") if m.strip()]
+    if not out:
+        raise GraphError(f"--method {s!r} names no method; give one or more of {', '.join(METHOD_CHOICES)} "
+                         "(comma-separated) or 'all'")
     if out == ["all"]:
         return list(METHOD_CHOICES)
     for m in out:
         if m not in METHOD_CHOICES:
             raise GraphError(f"unknown method {m!r}; choose from {', '.join(METHOD_CHOICES)} or 'all'")
-    return out
+    return list(dict.fromkeys(out))
+
+
+def _float_list(name: str, s):
+    """``"1e6"`` -> 1e6, ``"1e6,2e6"`` -> [1e6, 2e6]; None stays None; a GraphError names a bad entry."""
+    if s is None:
+        return None
+    parts = [p.strip() for p in str(s).split(",")]
+    try:
+        vals = [float(p) for p in parts]
+    except ValueError:
+        raise GraphError(f"{name} must be a number or comma-separated numbers (one per device), got {s!r}") from None
+    return vals[0] if len(vals) == 1 else vals
+
+
+def _number(name: str, s) -> float:
+    try:
+        return float(s)
+    except (TypeError, ValueError):
+        raise GraphError(f"{name} must be a number, got {s!r}") from None
+
+
+def _prepare_methods(methods, args, graph, devices, mkw):
+    """Check every option against every method before any method runs; load what they need.
+
+    Returns
+    -------
+    dict
+        ``{"regal": (params, seconds of inference, checkpoint)}`` when regal is among ``methods``.
+
+    Raises
+    ------
+    GraphError
+        For an option a method cannot take (exact with a memory limit or peak memory on several devices, a regal
+        policy for another device count, an unreadable checkpoint), or a memory limit below the tightest lower
+        bound on peak memory that can be proven cheaply.
+    """
+    prep = {}
+    if "exact" in methods:
+        if mkw["memory_limit"] is not None:
+            raise GraphError("--method exact does not support --memory-limit; drop one of them")
+        if args.objective == "peak-memory" and devices != 1:
+            raise GraphError(f"--method exact for peak memory needs --devices 1 (frontier DP), got --devices "
+                             f"{devices}; drop exact or use --devices 1")
+    if "regal" in methods:
+        from .policy import load_policy, policy_action, shipped_checkpoint
+
+        ck = args.checkpoint or shipped_checkpoint(args.objective)
+        policy, _meta = load_policy(ck)
+        if devices > 1 and policy.cfg.devices != devices:
+            use = "--devices 1" if policy.cfg.devices == 1 else f"--devices {policy.cfg.devices} or 1"
+            raise GraphError(f"--method regal: policy {str(ck)!r} was trained for {policy.cfg.devices} device(s), "
+                             f"not {devices}; use {use}, or train one with `release regal train --devices {devices}`")
+        t0 = time.perf_counter()
+        params = policy_action(policy, graph).brkga_params(policy.cfg, devices)
+        prep["regal"] = (params, time.perf_counter() - t0, str(ck))
+    if mkw["memory_limit"] is not None:
+        import numpy as np
+
+        from .exact import exact_peak_memory, peak_memory_lower_bound
+
+        lim = np.broadcast_to(np.asarray(mkw["memory_limit"], dtype=float), (devices,))
+        lb, how = peak_memory_lower_bound(graph, devices), "largest operator working set"
+        if devices == 1:
+            ex = exact_peak_memory(graph, args.exact_states, time_limit=min(5.0, args.exact_time_limit))
+            if ex.optimal:
+                lb, how = ex.objective, "proven optimum, frontier DP"
+        prep["lower_bound"] = (lb, how)
+        if lb > lim.max():
+            raise GraphError(f"--memory-limit {lim.max():.0f} bytes is infeasible: every schedule peaks at >= "
+                             f"{lb:.0f} bytes ({how}); raise the limit to at least {lb:.0f}")
+    return prep
 
 
 def _optimize(args) -> int:
-    import numpy as np
-
     from .baselines import TuningGrid, run_method, tune_brkga
-    from .brkga import BRKGAConfig
     from .exact import exact_makespan, exact_peak_memory
     from .perf_model import PerformanceModel
 
     budget = _positive_int("--budget")(args.budget)
     devices = _positive_int("--devices")(args.devices)
     methods = _methods(args.method)
+    mkw = dict(latency_us=_number("--latency-us", args.latency_us), bandwidth=_number("--bandwidth", args.bandwidth),
+               memory_limit=_float_list("--memory-limit", args.memory_limit))
     graph = load_graph(args.graph, args.nodes, args.width, args.gflops, args.latencies, args.fused)
-    mkw = dict(latency_us=args.latency_us, bandwidth=args.bandwidth, memory_limit=args.memory_limit)
-    PerformanceModel(graph, devices, args.objective, **mkw)  # validate the set-up before any work
+    given = PerformanceModel(graph, devices, args.objective, **mkw)  # validates the set-up before any work
+    prep = _prepare_methods(methods, args, graph, devices, mkw)
     unit = "us" if args.objective == "runtime" else "bytes"
     print(f"graph {graph.summary()}")
     print(f"objective {args.objective} ({unit}), {devices} device(s), budget {budget} evaluations, seed {args.seed}")
-    given = PerformanceModel(graph, devices, args.objective, **mkw)
     given_obj = given.decode(given.given_order_chromosome()).objective(args.objective)
     results = {}
     for name in methods:
         model = PerformanceModel(graph, devices, args.objective, **mkw)
         t0 = time.perf_counter()
+        extra_evals = 0
         if name == "exact":
-            if args.memory_limit is not None:
-                raise GraphError("--method exact does not support --memory-limit; drop one of them")
             if args.objective == "peak-memory":
-                if devices != 1:
-                    raise GraphError("exact peak memory is implemented for --devices 1 only (frontier DP)")
-                ex = exact_peak_memory(graph, args.exact_states)
+                ex = exact_peak_memory(graph, args.exact_states, time_limit=args.exact_time_limit)
             else:
-                ex = exact_makespan(graph, devices, args.latency_us, args.bandwidth, args.exact_time_limit,
+                ex = exact_makespan(graph, devices, mkw["latency_us"], mkw["bandwidth"], args.exact_time_limit,
                                     seed=args.seed)
             if ex.chromosome is None:
-                print(f"{'exact':12s} gave up ({ex.status})")
+                bound = f"; lower bound {ex.bound:.1f} {unit}" if ex.bound is not None else ""
+                print(f"{'exact':12s} gave up ({ex.status}{bound})")
+                results[name] = {"objective": None, "status": ex.status, "bound": ex.bound}
                 continue
             chrom, obj, vio, evals, status = ex.chromosome, ex.objective, 0.0, 0, ex.status
+        elif name == "regal":
+            import scipy.special  # noqa: F401  (Beta inverse CDF; imported before the search clock starts)
+
+            from .brkga import brkga
+
+            params, t_inf, ck = prep["regal"]
+            logger.info("regal policy %s: inference %.3f s", ck, t_inf)
+            t0 = time.perf_counter()  # search time only; loading and inference are reported separately
+            r = brkga(model, budget, seed=args.seed, **params)
+            chrom, obj, vio, evals, status = (r.best_chromosome, r.best_objective, r.best_violation,
+                                              r.evaluations, f"policy inference {1e3 * t_inf:.0f} ms")
         else:
             kw = {}
-            if name == "regal":
-                from .policy import load_policy, policy_action, shipped_checkpoint
-
-                ck = args.checkpoint or shipped_checkpoint(args.objective)
-                policy, meta = load_policy(ck)
-                t_pol = time.perf_counter()
-                act = policy_action(policy, graph)
-                params = act.brkga_params(policy.cfg, devices)
-                t_inf = time.perf_counter() - t_pol
-                logger.info("regal policy %s: inference %.3f s", ck, t_inf)
-                import scipy.special  # noqa: F401  (Beta inverse CDF; imported before the search clock starts)
-
-                from .brkga import brkga
-
-                t0 = time.perf_counter()  # search time only; loading and inference are reported separately
-                r = brkga(model, budget, seed=args.seed, **params)
-                r.method = "regal"
-                chrom, obj, vio, evals, status = (r.best_chromosome, r.best_objective, r.best_violation,
-                                                  r.evaluations, f"policy inference {1e3 * t_inf:.0f} ms")
-            elif name == "tuned-brkga":
+            status = ""
+            if name == "tuned-brkga":
                 from .synthetic import SyntheticConfig, make_splits
 
                 train = make_splits(args.tune_graphs, 0, 0, SyntheticConfig(n_nodes=graph.n, width=args.width),
                                     seed=args.seed + 1).train
                 grid = TuningGrid(population=(50, 100), elite_fraction=(0.1, 0.25), mutant_fraction=(0.1, 0.3),
                                   rho=(0.6, 0.8))
-                kw["config"] = tune_brkga(train, args.objective, devices, budget, grid, args.seed, mkw).best
+                tr = tune_brkga(train, args.objective, devices, budget, grid, args.seed, mkw)
+                kw["config"] = tr.best
+                extra_evals = tr.evaluations
+                status = f"+{extra_evals} tuning evals on {len(train)} training graphs"
                 logger.info("tuned BRKGA config: %s", kw["config"])
-            if name != "regal":
-                r = run_method(name, model, budget, args.seed, **kw)
-                chrom, obj, vio, evals, status = (r.best_chromosome, r.best_objective, r.best_violation,
-                                                  r.evaluations, "")
+            r = run_method(name, model, budget, args.seed, **kw)
+            chrom, obj, vio, evals, status = (r.best_chromosome, r.best_objective, r.best_violation,
+                                              r.evaluations, status)
             assert model.evaluations <= budget
         secs = time.perf_counter() - t0
         sol = PerformanceModel(graph, devices, args.objective, **mkw).decode(chrom)
         rate = evals / secs if secs > 0 and evals else 0.0
         impr = 100.0 * (given_obj - obj) / given_obj if given_obj > 0 else 0.0
-        feas = "" if vio <= 0 else f" INFEASIBLE (+{vio:.0f} bytes over limit)"
         extra = f" [{status}]" if status else ""
         rate_s = f"{rate:9.0f}" if evals > 1 else f"{'-':>9s}"
-        print(f"{name:12s} {obj:14.1f} {unit}  {impr:+6.2f}% vs given  {evals:6d} evals  "
-              f"{rate_s} evals/s  {secs:6.2f} s{feas}{extra}")
-        results[name] = {"objective": obj, "violation": vio, "evaluations": evals, "seconds": secs,
-                         "improvement_over_given_pct": impr, "solution": sol.to_dict(graph)}
+        vs = f"{impr:+6.2f}% vs given" if vio <= 0 else f"INFEASIBLE (+{vio:.0f} bytes over limit)"
+        total = evals + extra_evals
+        print(f"{name:12s} {obj:14.1f} {unit}  {vs}  {total:6d} evals  "
+              f"{rate_s} evals/s  {secs:6.2f} s{extra}")
+        results[name] = {"objective": obj, "violation": vio, "evaluations": evals,
+                         "tuning_evaluations": extra_evals, "total_evaluations": total, "seconds": secs,
+                         "improvement_over_given_pct": impr if vio <= 0 else None, "feasible": bool(vio <= 0),
+                         "solution": sol.to_dict(graph)}
+    found = {k: v for k, v in results.items() if v.get("objective") is not None}
+    feasible = [k for k, v in found.items() if v["violation"] <= 0]
     if args.out:
         out = {"graph": graph.name, "objective": args.objective, "unit": unit, "devices": devices,
                "budget": budget, "seed": args.seed, "given_order_objective": given_obj, "methods": results}
-        if results:
-            best = min(results, key=lambda k: (results[k]["violation"], results[k]["objective"]))
+        if "lower_bound" in prep:
+            out["peak_memory_lower_bound"] = {"bytes": prep["lower_bound"][0], "source": prep["lower_bound"][1]}
+        if found:
+            best = min(found, key=lambda k: (found[k]["violation"], found[k]["objective"]))
             out["best_method"] = best
-            out["best"] = results[best]["solution"]
+            out["best"] = found[best]["solution"]
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(out, indent=1, default=float))
         print(f"wrote {args.out}")
+    if mkw["memory_limit"] is not None and found and not feasible:
+        lb, how = prep["lower_bound"]
+        import sys
+
+        print(f"error: no method found a schedule within --memory-limit {args.memory_limit} bytes; every schedule "
+              f"peaks at >= {lb:.0f} bytes ({how}); raise the limit or the budget", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -266,11 +346,13 @@ def register(subparsers) -> None:
     o.add_argument("--budget", default="5000", help="objective evaluations per method (default 5000)")
     o.add_argument("--method", default="brkga", help=f"comma-separated: {', '.join(METHOD_CHOICES)}, or all")
     o.add_argument("--seed", type=int, default=0)
-    o.add_argument("--memory-limit", type=float, default=None, help="per-device memory limit, bytes")
-    o.add_argument("--latency-us", type=float, default=5.0, help="cross-device transfer latency, us (default 5)")
-    o.add_argument("--bandwidth", type=float, default=1e4,
+    o.add_argument("--memory-limit", default=None,
+                   help="per-device memory limit, bytes: one value, or comma-separated, one per device")
+    o.add_argument("--latency-us", default=5.0, help="cross-device transfer latency, us (default 5)")
+    o.add_argument("--bandwidth", default=1e4,
                    help="cross-device bandwidth, bytes per us (default 1e4 = 10 GB/s)")
-    o.add_argument("--exact-time-limit", type=float, default=30.0, help="CP-SAT time limit, s (default 30)")
+    o.add_argument("--exact-time-limit", type=float, default=30.0,
+                   help="time limit of the exact methods (CP-SAT, frontier DP), s (default 30)")
     o.add_argument("--exact-states", type=int, default=2_000_000, help="frontier-DP state cap (default 2e6)")
     o.add_argument("--tune-graphs", type=int, default=4, help="synthetic training graphs for tuned-brkga")
     o.add_argument("--checkpoint", default=None,

@@ -56,7 +56,39 @@ class ExactResult:
     status: str = ""
 
 
-def exact_peak_memory(graph: ComputationGraph, max_states: int = 2_000_000) -> ExactResult:
+def peak_memory_lower_bound(graph: ComputationGraph, devices: int = 1) -> float:
+    """A lower bound on the peak memory (bytes) of every schedule, cheap to compute.
+
+    While node ``v`` runs, its inputs (data predecessors) and its output are live on its device, so the peak of
+    any schedule is at least ``max_v (out_bytes[v] + sum of its inputs' bytes)``. On one device graph outputs
+    stay live to the end, so the peak is also at least the sum of all graph outputs' bytes.
+
+    Parameters
+    ----------
+    graph : ComputationGraph
+    devices : int, default 1
+
+    Returns
+    -------
+    float
+        Bytes (the performance model's peak memory is never below it).
+    """
+    size = graph.out_bytes
+    need = size.copy()
+    for v, ps in enumerate(graph.data_pred):
+        if ps:
+            need[v] += float(size[list(set(ps))].sum())
+    lb = float(need.max())
+    if devices == 1:
+        has = np.zeros(graph.n, dtype=bool)
+        if len(graph.data_edges):
+            has[graph.data_edges[:, 0]] = True
+        lb = max(lb, float(size[~has].sum()))
+    return lb
+
+
+def exact_peak_memory(graph: ComputationGraph, max_states: int = 2_000_000,
+                      time_limit: float | None = None) -> ExactResult:
     """Minimum single-device peak memory over all topological orders (dynamic programming over frontiers).
 
     Parameters
@@ -64,6 +96,9 @@ def exact_peak_memory(graph: ComputationGraph, max_states: int = 2_000_000) -> E
     graph : ComputationGraph
     max_states : int, default 2,000,000
         Give up (``status="too-large"``) when more frontier sets than this have been generated.
+    time_limit : float, optional
+        Give up (``status="timeout"``) after this many seconds of wall time (checked every 2,048 states);
+        None = no time limit (only the state cap).
 
     Returns
     -------
@@ -85,6 +120,10 @@ def exact_peak_memory(graph: ComputationGraph, max_states: int = 2_000_000) -> E
     # layer k: dict mask -> (peak, resident)
     layer = {0: (0.0, 0.0)}
     parents: list[dict] = []  # per layer: mask -> (prev_mask, v)
+    import time
+
+    deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
+    tick = 0
     states = 1
     for _ in range(n):
         nxt: dict[int, tuple[float, float]] = {}
@@ -97,6 +136,10 @@ def exact_peak_memory(graph: ComputationGraph, max_states: int = 2_000_000) -> E
                 rem ^= low
                 if pred_mask[v] & ~S:
                     continue
+                tick += 1
+                if deadline is not None and not tick & 2047 and time.perf_counter() > deadline:
+                    logger.info("exact_peak_memory: %s: time limit %.1f s reached", graph.name, time_limit)
+                    return ExactResult(None, False, None, peak_memory_lower_bound(graph), states, "timeout")
                 during = res + size[v]
                 p = peak if peak >= during else during
                 S2 = S | low
@@ -113,7 +156,7 @@ def exact_peak_memory(graph: ComputationGraph, max_states: int = 2_000_000) -> E
         states += len(nxt)
         if states > max_states:
             logger.info("exact_peak_memory: %s exceeds %d frontier states", graph.name, max_states)
-            return ExactResult(None, False, None, None, states, "too-large")
+            return ExactResult(None, False, None, peak_memory_lower_bound(graph), states, "too-large")
         parents.append(par)
         layer = nxt
     peak = layer[full][0]

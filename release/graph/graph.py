@@ -27,8 +27,48 @@ logger = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 
 
+#: Largest node id accepted in an edge list (ids must index a node; this only guards the integer conversion).
+_MAX_ID = 2**62
+
+
 def _as_edges(edges, name: str) -> np.ndarray:
-    arr = np.asarray(edges if edges is not None and len(edges) else np.zeros((0, 2)), dtype=np.int64)
+    """Edge list -> int64 array of shape (E, 2); every id must be a whole number (no strings, no fractions).
+
+    Raises
+    ------
+    GraphError
+        For a ragged list, a non-numeric (string, object, bool) id, a fractional id or an id too large for
+        a node index, naming the first bad entry.
+    """
+    if edges is None:
+        return np.zeros((0, 2), dtype=np.int64)
+    if isinstance(edges, np.ndarray) and edges.dtype.kind in "iu":
+        arr = edges.astype(np.int64, copy=False)
+        if arr.size == 0:
+            return np.zeros((0, 2), dtype=np.int64)
+    else:
+        rows = edges.tolist() if isinstance(edges, np.ndarray) else edges
+        if not isinstance(rows, (list, tuple)):
+            raise GraphError(f"{name} must be a list of [producer, consumer] pairs, got {type(edges).__name__}")
+        out = []
+        for k, e in enumerate(rows):
+            if not isinstance(e, (list, tuple)) or len(e) != 2:
+                raise GraphError(f"{name}[{k}] = {e!r} is not a [producer, consumer] pair of node ids; "
+                                 "give every edge as two integers")
+            pair = []
+            for x in e:
+                if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+                    raise GraphError(f"{name}[{k}] = {list(e)!r}: node id {x!r} is not an integer; "
+                                     "node ids are whole numbers 0..n-1")
+                if isinstance(x, (float, np.floating)) and (not np.isfinite(x) or x != int(x)):
+                    raise GraphError(f"{name}[{k}] = {list(e)!r}: node id {x!r} is not a whole number; "
+                                     "node ids are whole numbers 0..n-1 (fractions are not truncated)")
+                if abs(int(x)) >= _MAX_ID:
+                    raise GraphError(f"{name}[{k}] = {list(e)!r}: node id {int(x)} is far beyond any node; "
+                                     "node ids are whole numbers 0..n-1")
+                pair.append(int(x))
+            out.append(pair)
+        arr = np.asarray(out, dtype=np.int64).reshape(-1, 2)
     if arr.ndim != 2 or arr.shape[1] != 2:
         raise GraphError(f"{name} must be a list of (producer, consumer) pairs, got an array of shape {arr.shape}")
     return arr

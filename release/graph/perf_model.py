@@ -133,6 +133,23 @@ def better(obj_a: float, vio_a: float, obj_b: float, vio_b: float) -> bool:
     return obj_a < obj_b
 
 
+#: Most devices a performance model accepts (the chromosome has ``n * (d + 1)`` genes); also at most
+#: ``max(n, 16)``: more devices than nodes only adds genes that cannot change the schedule.
+MAX_DEVICES = 1024
+
+
+def _per_device(value, shape: tuple, name: str, hint: str) -> np.ndarray:
+    """``value`` broadcast to ``shape`` as float64, or a :class:`GraphError` naming a wrong length or type."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise GraphError(f"{name} must be numeric, got {value!r}") from None
+    try:
+        return np.broadcast_to(arr, shape).copy()
+    except ValueError:
+        raise GraphError(f"{name} has {arr.size} value(s) for {shape[0]} device(s); give {hint}") from None
+
+
 class PerformanceModel:
     """Decoder and simulator for one graph, device count and objective.
 
@@ -173,28 +190,34 @@ class PerformanceModel:
         bandwidth=1e4,
         memory_limit=None,
     ) -> None:
-        if not isinstance(devices, (int, np.integer)) or devices < 1:
+        if not isinstance(devices, (int, np.integer)) or isinstance(devices, bool) or devices < 1:
             raise GraphError(f"devices must be a positive integer, got {devices!r}; use --devices 1 or more")
+        most = min(max(graph.n, 16), MAX_DEVICES)
+        if devices > most:
+            raise GraphError(f"{devices} devices for a graph of {graph.n} nodes: more devices than nodes (beyond 16) "
+                             f"cannot help and at most {MAX_DEVICES} are supported; use --devices {most} or fewer")
         if objective not in OBJECTIVES:
             raise GraphError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
         self.graph = graph
         self.d = int(devices)
         self.objective = objective
         d = self.d
-        lat = np.broadcast_to(np.asarray(latency_us, dtype=np.float64), (d, d)).copy()
-        bw = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), (d, d)).copy()
+        lat = _per_device(latency_us, (d, d), "link latency (--latency-us)", "one value or a d x d matrix")
+        bw = _per_device(bandwidth, (d, d), "link bandwidth (--bandwidth)", "one value or a d x d matrix")
         if np.any(lat < 0) or not np.all(np.isfinite(lat)):
-            raise GraphError(f"link latency must be finite and >= 0 us, got {latency_us!r}")
-        if np.any(bw <= 0):
-            raise GraphError(f"link bandwidth must be > 0 bytes/us, got {bandwidth!r}")
+            raise GraphError(f"link latency must be finite and >= 0 us, got {latency_us!r}; use e.g. --latency-us 5")
+        if not np.all(np.isfinite(bw)) or np.any(bw <= 0):
+            raise GraphError(f"link bandwidth must be finite and > 0 bytes/us, got {bandwidth!r}; "
+                             "use e.g. --bandwidth 1e4 (10 GB/s)")
         self.latency = lat
         self.bandwidth = bw
         if memory_limit is None:
             self.memory_limit = None
         else:
-            lim = np.broadcast_to(np.asarray(memory_limit, dtype=np.float64), (d,)).copy()
-            if np.any(lim <= 0):
-                raise GraphError(f"memory limit must be > 0 bytes per device, got {memory_limit!r}")
+            lim = _per_device(memory_limit, (d,), "memory limit (--memory-limit)", "one value or one per device")
+            if not np.all(np.isfinite(lim)) or np.any(lim <= 0):
+                raise GraphError(f"memory limit must be finite and > 0 bytes per device, got {memory_limit!r}; "
+                                 "use e.g. --memory-limit 1e6, or drop it for no limit")
             self.memory_limit = lim
         self.n = graph.n
         self.n_genes = self.n if d == 1 else self.n * (d + 1)

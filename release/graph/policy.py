@@ -305,6 +305,39 @@ def save_policy(policy, path, meta: dict | None = None, extra: dict | None = Non
     torch.save(d, str(path))
 
 
+def load_checkpoint_file(path) -> dict:
+    """Read a REGAL checkpoint with ``torch.load(weights_only=True)`` (a checkpoint is a file a user hands in:
+    it is never unpickled beyond tensors and plain Python values).
+
+    Returns
+    -------
+    dict
+        With at least ``config`` and ``state_dict``.
+
+    Raises
+    ------
+    GraphError
+        When the file is not a torch file, holds anything but weights and plain values, or lacks
+        ``config``/``state_dict``.
+    """
+    from pathlib import Path
+
+    torch = _torch()
+    p = Path(path)
+    if not p.is_file():
+        raise GraphError(f"policy checkpoint {str(p)!r} not found; train one with `release regal train` or pass "
+                         "--checkpoint PATH")
+    try:
+        d = torch.load(str(p), map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for a foreign file
+        raise GraphError(f"{str(p)!r} is not a torch checkpoint holding only weights (torch.load(weights_only=True) "
+                         f"failed: {type(err).__name__}); pass a .pt file written by `release regal train`") from None
+    if not isinstance(d, dict) or "config" not in d or "state_dict" not in d:
+        raise GraphError(f"{str(p)!r} is not a REGAL policy checkpoint (no config/state_dict); pass a .pt file "
+                         "written by `release regal train`")
+    return d
+
+
 def load_policy(path):
     """Load a policy saved by :func:`save_policy` (or a training checkpoint); returns ``(policy, meta)``.
 
@@ -320,12 +353,15 @@ def load_policy(path):
     if not p.exists():
         raise GraphError(f"policy checkpoint {str(p)!r} not found; train one with `release regal train` or pass "
                          "--checkpoint PATH")
-    d = torch.load(str(p), map_location="cpu", weights_only=False)
-    if not isinstance(d, dict) or "config" not in d or "state_dict" not in d:
-        raise GraphError(f"{str(p)!r} is not a REGAL policy checkpoint (no config/state_dict)")
-    cfg = PolicyConfig(**d["config"])
-    pol = RegalPolicy(cfg)
-    pol.load_state_dict(d["state_dict"])
+    d = load_checkpoint_file(p)
+    try:
+        cfg = PolicyConfig(**d["config"])
+        pol = RegalPolicy(cfg)
+        pol.load_state_dict(d["state_dict"])
+    except (TypeError, KeyError, RuntimeError, ValueError) as err:
+        raise GraphError(f"{str(p)!r} is not a usable REGAL policy checkpoint ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0][:200] if str(err) else ''}); pass a file written by "
+                         "`release regal train`") from None
     pol.eval()
     return pol, d.get("meta", {})
 

@@ -246,7 +246,9 @@ def train(
     state = TrainState()
     ck = Path(checkpoint) if checkpoint else None
     if ck is not None and resume and ck.exists():
-        d = torch.load(str(ck), map_location="cpu", weights_only=False)
+        from .policy import load_checkpoint_file
+
+        d = load_checkpoint_file(ck)
         policy = RegalPolicy(PolicyConfig(**d["config"]))
         policy.load_state_dict(d["state_dict"])
         opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)

@@ -147,8 +147,8 @@ def test_per_device_memory_limits():
 @pytest.mark.parametrize("kw,msg", [
     (dict(devices=0), "devices must be a positive integer, got 0"),
     (dict(objective="latency"), "unknown objective 'latency'"),
-    (dict(bandwidth=0.0), "bandwidth must be > 0"),
-    (dict(memory_limit=-1), "memory limit must be > 0"),
+    (dict(bandwidth=0.0), "bandwidth must be finite and > 0"),
+    (dict(memory_limit=-1), "memory limit must be finite and > 0"),
 ])
 def test_bad_model_arguments(kw, msg):
     with pytest.raises(GraphError, match=msg):
