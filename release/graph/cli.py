@@ -45,11 +45,28 @@ def load_graph(spec: str, nodes: int = 30, width: int = 4, gflops: float = 50.0,
             raise GraphError(f"bad synthetic seed {s!r}; use synthetic:INTEGER, e.g. synthetic:7") from None
         return random_layered_graph(SyntheticConfig(n_nodes=nodes, width=width), seed, name=f"synthetic-{seed}")
     if spec.startswith("model:"):
-        from .models import model_graph
-        from .relax_import import CostConfig
-
-        return model_graph(spec.split(":", 1)[1], fused=fused, cost=CostConfig(gflops=gflops), latencies=latencies)
+        return load_model_graph(spec, fused, gflops, latencies)[0]
     return ComputationGraph.load(spec)
+
+
+def load_model_graph(spec: str, fused: bool = True, gflops: float = 50.0, latencies: str | None = None):
+    """``model:NAME[@BATCH]`` -> (ComputationGraph, the Relax module it was imported from).
+
+    Raises
+    ------
+    GraphError
+        For a spec that is not ``model:...`` or an unknown model.
+    """
+    if not spec.startswith("model:"):
+        raise GraphError(f"--graph {spec!r} has no Relax module; TVM's memory plan (--memory tvm, apply) needs "
+                         "--graph model:NAME")
+    from .models import model_module
+    from .relax_import import CostConfig, from_relax
+
+    name = spec.split(":", 1)[1]
+    mod = model_module(name, fused=fused)
+    g = from_relax(mod, name=name + ("-fused" if fused else ""), cost=CostConfig(gflops=gflops), latencies=latencies)
+    return g, mod
 
 
 def _positive_int(name: str):
@@ -114,7 +131,7 @@ def _prepare_methods(methods, args, graph, devices, mkw):
     """
     prep = {}
     if "exact" in methods:
-        if mkw["memory_limit"] is not None:
+        if mkw.get("memory_limit") is not None:
             raise GraphError("--method exact does not support --memory-limit; drop one of them")
         if args.objective == "peak-memory" and devices != 1:
             raise GraphError(f"--method exact for peak memory needs --devices 1 (frontier DP), got --devices "
@@ -159,7 +176,20 @@ def _optimize(args) -> int:
     methods = _methods(args.method)
     mkw = dict(latency_us=_number("--latency-us", args.latency_us), bandwidth=_number("--bandwidth", args.bandwidth),
                memory_limit=_float_list("--memory-limit", args.memory_limit))
-    graph = load_graph(args.graph, args.nodes, args.width, args.gflops, args.latencies, args.fused)
+    if args.memory == "tvm":
+        if args.objective != "peak-memory":
+            raise GraphError("--memory tvm applies to --objective peak-memory; add --objective peak-memory")
+        if devices != 1:
+            raise GraphError(f"--memory tvm plans one device, got --devices {devices}; use --devices 1")
+        if "exact" in methods:
+            raise GraphError("--method exact minimizes ideal liveness (frontier DP), not TVM's plan; drop exact "
+                             "or use --memory ideal")
+        from .tvm_plan import TVMPlanModel
+
+        graph, mod = load_model_graph(args.graph, True, args.gflops, args.latencies)
+        mkw["memory_plan"] = TVMPlanModel(mod, graph)
+    else:
+        graph = load_graph(args.graph, args.nodes, args.width, args.gflops, args.latencies, args.fused)
     given = PerformanceModel(graph, devices, args.objective, **mkw)  # validates the set-up before any work
     prep = _prepare_methods(methods, args, graph, devices, mkw)
     unit = "us" if args.objective == "runtime" else "bytes"
@@ -204,7 +234,8 @@ def _optimize(args) -> int:
                                     seed=args.seed + 1).train
                 grid = TuningGrid(population=(50, 100), elite_fraction=(0.1, 0.25), mutant_fraction=(0.1, 0.3),
                                   rho=(0.6, 0.8))
-                tr = tune_brkga(train, args.objective, devices, budget, grid, args.seed, mkw)
+                tkw = {k: v for k, v in mkw.items() if k != "memory_plan"}
+                tr = tune_brkga(train, args.objective, devices, budget, grid, args.seed, tkw)
                 kw["config"] = tr.best
                 extra_evals = tr.evaluations
                 status = f"+{extra_evals} tuning evals on {len(train)} training graphs"
@@ -346,6 +377,9 @@ def register(subparsers) -> None:
     o.add_argument("--budget", default="5000", help="objective evaluations per method (default 5000)")
     o.add_argument("--method", default="brkga", help=f"comma-separated: {', '.join(METHOD_CHOICES)}, or all")
     o.add_argument("--seed", type=int, default=0)
+    o.add_argument("--memory", choices=("ideal", "tvm"), default="ideal",
+                   help="peak memory as ideal per-tensor liveness (default) or as the bytes TVM's StaticPlanBlockMemory "
+                        "plans for the order (needs --graph model:NAME; imports it fused)")
     o.add_argument("--memory-limit", default=None,
                    help="per-device memory limit, bytes: one value, or comma-separated, one per device")
     o.add_argument("--latency-us", default=5.0, help="cross-device transfer latency, us (default 5)")

@@ -140,13 +140,59 @@ def _torch_models() -> dict[str, Callable]:
             return self.c(torch.cat([torch.relu(self.a(x)), torch.relu(self.b(x))], 1))
 
     def make(cls, shape, **kw):
-        def build():
+        def build(batch=None):
             torch.manual_seed(0)
-            return cls(**kw).eval(), (torch.randn(*shape),)
+            shp = tuple(shape) if batch is None else (int(batch),) + tuple(shape[1:])
+            return cls(**kw).eval(), (torch.randn(*shp),)
 
         return build
 
+    class InceptionStack(nn.Module):
+        """Inception-v3's three 35x35 blocks (Mixed_5b/5c/5d: 1x1; 1x1-5x5; 1x1-3x3-3x3; pool-1x1) at full size."""
+
+        def __init__(self):
+            super().__init__()
+
+            def block(cin, pool_c):
+                class Mixed(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.b1 = cbr(cin, 64, 1)
+                        self.b5 = nn.Sequential(cbr(cin, 48, 1), cbr(48, 64, 5))
+                        self.b3 = nn.Sequential(cbr(cin, 64, 1), cbr(64, 96, 3), cbr(96, 96, 3))
+                        self.bp = nn.Sequential(nn.AvgPool2d(3, 1, 1), cbr(cin, pool_c, 1))
+
+                    def forward(self, x):
+                        return torch.cat([self.b1(x), self.b5(x), self.b3(x), self.bp(x)], 1)
+
+                return Mixed()
+
+            self.blocks = nn.Sequential(block(192, 32), block(256, 64), block(288, 64))
+
+        def forward(self, x):
+            return self.blocks(x)
+
+    def zoo(name):
+        from ..zoo import _defs as zoo_defs
+
+        factory, shape = zoo_defs()[name]
+        return factory, shape
+
+    def make_zoo(name):
+        factory, shape = zoo(name)
+        return make(factory, shape)
+
+    def randwire_n(n):
+        return make(RandWire, (1, 3, 32, 32), n=n)
+
     return {
+        # full-size graphs (issue 18): the operator-level zoo's models through the same importer
+        "resnet18-224": make_zoo("resnet18"),
+        "mobilenet_v2": make_zoo("mobilenet_v2"),
+        "bert-base-layer": make_zoo("bert-base-layer"),
+        "inception-v3-35": make(InceptionStack, (1, 192, 35, 35)),
+        "randwire-60": randwire_n(60),
+        "randwire-200": randwire_n(200),
         "resnet18": make(ResNet18, (1, 3, 64, 64)),
         "transformer": make(EncoderLayer, (1, 32, 64)),
         "inception": make(Inception, (1, 64, 28, 28)),
@@ -156,19 +202,44 @@ def _torch_models() -> dict[str, Callable]:
 
 
 MODEL_NAMES = ("resnet18", "transformer", "inception", "randwire", "tiny")
+#: Full-size models (issue 18): ResNet-18, MobileNetV2 (224x224), one BERT-base encoder layer (seq 128), Inception-v3's
+#: three 35x35 blocks, RandWire with 60 and 200 Watts-Strogatz nodes (about 300 and 1,000 fused kernels).
+FULL_SIZE_NAMES = ("resnet18-224", "mobilenet_v2", "bert-base-layer", "inception-v3-35", "randwire-60", "randwire-200")
 
 
-def build_model(name: str):
-    """The PyTorch module and example inputs of registered model ``name``.
+def parse_model_spec(spec: str) -> tuple[str, int | None]:
+    """``NAME`` or ``NAME@BATCH`` -> (name, batch or None).
+
+    Raises
+    ------
+    GraphError
+        For an unknown name or a batch that is not a positive integer.
+    """
+    name, _, b = spec.partition("@")
+    if name not in MODEL_NAMES + FULL_SIZE_NAMES:
+        raise GraphError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES + FULL_SIZE_NAMES)} "
+                         "(optionally NAME@BATCH)")
+    if not b:
+        return name, None
+    try:
+        batch = int(b)
+    except ValueError:
+        batch = 0
+    if batch <= 0 or batch > 4096:
+        raise GraphError(f"bad batch {b!r} in model:{spec}; use NAME@N with 1 <= N <= 4096, e.g. {name}@8")
+    return name, batch
+
+
+def build_model(name: str, batch: int | None = None):
+    """The PyTorch module and example inputs of registered model ``name`` (``NAME@BATCH`` accepted).
 
     Raises
     ------
     GraphError
         For an unknown model name.
     """
-    if name not in MODEL_NAMES:
-        raise GraphError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
-    return _torch_models()[name]()
+    base, b = parse_model_spec(name)
+    return _torch_models()[base](batch if batch is not None else b)
 
 
 def model_graph(name: str, fused: bool = False, **kw):
@@ -186,3 +257,12 @@ def model_graph(name: str, fused: bool = False, **kw):
 
     model, inputs = build_model(name)
     return from_torch(model, inputs, name=name + ("-fused" if fused else ""), fused=fused, **kw)
+
+
+def model_module(name: str, fused: bool = True):
+    """The Relax module of registered model ``name`` (``NAME@BATCH``), through the project's importer
+    (:func:`release.graph.relax_import.export_torch`), fused as ``tvm.compile`` fuses it when ``fused``."""
+    from .relax_import import export_torch, fuse_like_tvm
+
+    mod = export_torch(*build_model(name), name=name)
+    return fuse_like_tvm(mod) if fused else mod

@@ -166,6 +166,9 @@ class PerformanceModel:
         Link bandwidth in bytes per microsecond (1e4 B/us = 10 GB/s) [ours].
     memory_limit : float or sequence of float or None, default None
         Per-device memory limit in bytes (one value for all devices, or one per device); None = no limit.
+    memory_plan : TVMPlanModel, optional
+        One device only: "peak memory" is then the bytes TVM's ``StaticPlanBlockMemory`` plans for the order
+        (:class:`release.graph.tvm_plan.TVMPlanModel`) instead of the ideal peak of live bytes.
 
     Raises
     ------
@@ -189,6 +192,7 @@ class PerformanceModel:
         latency_us=5.0,
         bandwidth=1e4,
         memory_limit=None,
+        memory_plan=None,
     ) -> None:
         if not isinstance(devices, (int, np.integer)) or isinstance(devices, bool) or devices < 1:
             raise GraphError(f"devices must be a positive integer, got {devices!r}; use --devices 1 or more")
@@ -219,6 +223,13 @@ class PerformanceModel:
                 raise GraphError(f"memory limit must be finite and > 0 bytes per device, got {memory_limit!r}; "
                                  "use e.g. --memory-limit 1e6, or drop it for no limit")
             self.memory_limit = lim
+        if memory_plan is not None:
+            if d != 1:
+                raise GraphError(f"TVM's memory plan (--memory tvm) is a single-device objective, got --devices {d}; "
+                                 "use --devices 1 or --memory ideal")
+            if getattr(memory_plan, "n", None) != graph.n:
+                raise GraphError("the memory plan model was built for another graph; build it from this graph's module")
+        self.memory_plan = memory_plan
         self.n = graph.n
         self.n_genes = self.n if d == 1 else self.n * (d + 1)
         self.evaluations = 0
@@ -300,7 +311,11 @@ class PerformanceModel:
         return order
 
     def _peak_single(self, orders: np.ndarray) -> np.ndarray:
-        """Peak live bytes for a batch of single-device orders (shape (P, n) -> (P,)), vectorized."""
+        """Peak bytes for a batch of single-device orders (shape (P, n) -> (P,)): the ideal peak of live bytes
+        (vectorized), or the bytes TVM plans when the model has a ``memory_plan``."""
+        if self.memory_plan is not None:
+            plan = self.memory_plan
+            return np.array([float(plan.plan_bytes(o)) for o in orders.tolist()], dtype=np.float64)
         P, n = orders.shape
         rows = np.arange(P)[:, None]
         pos = np.empty_like(orders)

@@ -297,22 +297,23 @@ def from_relax(
     return ComputationGraph(np.array(costs), np.array(sizes), sorted(set(edges)), [], node_names, node_ops, name)
 
 
-def fuse_like_tvm(mod):
-    """Apply the graph-level preparation TVM's ``compile_relax`` uses before tuning: LegalizeOps,
-    AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR. Each fused ``call_tir`` then becomes one node
-    (what TVM actually runs; intermediates inside a fused kernel are not materialized)."""
+def fuse_like_tvm(mod, target=None):
+    """Apply the graph-level passes ``tvm.compile`` runs on a CPU target before lowering (TVM 0.27's
+    ``relax.backend.cpu_generic.pipeline``: library dispatch, then LegalizeOps, AnnotateTIROpPattern,
+    FoldConstant, FuseOps, FuseTIR). Each fused ``call_tir`` then becomes one node: what the VM actually runs
+    (intermediates inside a fused kernel are not materialized)."""
     import tvm
-    from tvm import relax
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
 
-    seq = tvm.transform.Sequential([
-        relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant(),
-        relax.transform.FuseOps(), relax.transform.FuseTIR(),
-    ])
-    return seq(mod)
+    t = target or tvm.target.Target({"kind": "llvm"})
+    with t:
+        return tvm.transform.Sequential(cpu.library_dispatch_passes(t) + cpu.legalize_passes(t))(mod)
 
 
-def export_torch(model, example_inputs: tuple):
-    """``torch.export`` + ``tvm.relax.frontend.torch.from_exported_program``; returns the Relax IRModule.
+def export_torch(model, example_inputs: tuple, name: str = "torch"):
+    """Import a PyTorch model through the project's one PyTorch-to-Relax importer
+    (:func:`release.model.from_pytorch`: ``torch.export`` + TVM's ``from_exported_program``), with the weights
+    bound back into the module as constants (``BindParams``), as ``compile_relax`` does.
 
     Parameters
     ----------
@@ -320,23 +321,31 @@ def export_torch(model, example_inputs: tuple):
         Put in eval mode before export.
     example_inputs : tuple of torch.Tensor
         Static-shape example inputs.
-    """
-    import torch
-    from tvm.relax.frontend.torch import from_exported_program
 
-    model = model.eval()
-    with torch.no_grad():
-        ep = torch.export.export(model, tuple(example_inputs))
-    return from_exported_program(ep)
+    Raises
+    ------
+    ModelError
+        When ``torch.export`` or TVM's frontend fails (from :func:`release.model.from_pytorch`).
+    """
+    from tvm import relax
+
+    from ..model import from_pytorch
+
+    m = from_pytorch(model, example_inputs, name=name)
+    mod = m.mod
+    if m.params:
+        mod = relax.transform.BindParams("main", m.params)(mod)
+    return mod
 
 
 def from_torch(model, example_inputs: tuple, name: str = "torch", fused: bool = False, **kw) -> ComputationGraph:
-    """Import a PyTorch model as a :class:`ComputationGraph` through TVM's Relax frontend.
+    """Import a PyTorch model as a :class:`ComputationGraph` through TVM's Relax frontend
+    (:func:`export_torch`, i.e. :func:`release.model.from_pytorch`).
 
     With ``fused=True`` the module first goes through :func:`fuse_like_tvm` (one node per fused kernel).
     ``kw`` goes to :func:`from_relax` (``cost``, ``latencies``).
     """
-    mod = export_torch(model, example_inputs)
+    mod = export_torch(model, example_inputs, name=name)
     if fused:
         mod = fuse_like_tvm(mod)
     return from_relax(mod, name=name, **kw)
