@@ -51,12 +51,34 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("release: interrupted", file=sys.stderr)
+        _stop_workers()
         return 130
     except BrokenPipeError:  # output piped into a reader that stopped (`release workloads | head`)
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 0
+
+
+def _stop_workers() -> None:
+    """After Ctrl-C: end this process's own TVM build/run workers (``tvm.exec.popen_worker``), by pid.
+
+    They ignore SIGINT (see ``release.measure.measure.without_sigint``) so they print no traceback;
+    ending them here lets the pool threads, which Python joins at exit, return at once instead of
+    waiting for a worker's import or build to finish.
+    """
+    import psutil
+
+    try:
+        children = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return
+    for child in children:
+        try:
+            if "tvm.exec.popen_worker" in child.cmdline():
+                child.kill()
+        except psutil.Error:
+            pass
 
 
 if __name__ == "__main__":

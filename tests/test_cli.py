@@ -204,3 +204,30 @@ def test_log_naming_a_folder_gets_one_line(tmp_path, command):
     extra = ["--workload", "tiny.matmul.1"] if command == "tune" else ["--model", "tiny-cnn", "--compare", ""]
     p = release(command, *extra, "--log", str(tmp_path), *FAST)
     assert_one_line_error(p, f"log path {tmp_path} is a folder", "tune.jsonl")
+
+
+def test_ctrl_c_during_worker_start_up_prints_one_line(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while the build workers are
+    importing TVM: one line, no worker traceback, a prompt exit, no worker left (issue 19, item 4)."""
+    import psutil
+
+    args = [sys.executable, "-m", "release.cli", "tune", "--workload", "tiny.matmul.1", "--n-trial", "8",
+            "--log", str(tmp_path / "i.jsonl"), *FAST]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    workers, deadline = [], time.time() + 300
+    while not workers and time.time() < deadline and proc.poll() is None:
+        try:
+            workers = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                       if "tvm.exec.popen_worker" in c.cmdline()]
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    assert workers, "no build worker started"
+    os.killpg(proc.pid, signal.SIGINT)  # the workers are still starting (importing TVM takes seconds)
+    t0 = time.time()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    assert err.strip().splitlines() == ["release: interrupted"], err
+    assert time.time() - t0 < 20
+    time.sleep(1)
+    assert not [w.pid for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]

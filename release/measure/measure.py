@@ -92,6 +92,48 @@ class MeasureResult:
         return sum(self.costs) / len(self.costs) if self.ok else float("inf")
 
 
+def without_sigint(fn):
+    """Run ``fn()`` in a helper thread that blocks SIGINT; return its result or raise its error.
+
+    Worker pools started inside ``fn`` (their threads, and the worker processes those threads start,
+    now or later when one is replaced) inherit the blocked signal. A Ctrl-C, which the terminal sends
+    to the whole process group, then reaches only the main process, whose main thread stays
+    interruptible while it waits here and stops with one line (``release: interrupted``), never a
+    worker halfway through ``import tvm`` (whose tracebacks it printed before; issue 19, item 4).
+    Workers exit by themselves when the main process is gone (their pipe closes).
+
+    Parameters
+    ----------
+    fn : callable
+        No arguments; typically creates a ``PopenPoolExecutor`` and starts its workers.
+
+    Returns
+    -------
+    object
+        What ``fn`` returns. Without ``signal.pthread_sigmask`` (Windows) ``fn`` runs here.
+    """
+    import signal
+    import threading
+
+    if not hasattr(signal, "pthread_sigmask"):
+        return fn()
+    box: dict = {}
+
+    def target():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            box["value"] = fn()
+        except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = err
+
+    t = threading.Thread(target=target, name="release-start-workers", daemon=True)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 class LocalBuilder:
     """Builds scheduled programs in worker processes that persist across batches.
 
@@ -126,13 +168,17 @@ class LocalBuilder:
 
         if self._pool is None or self._pool_target != target_json:
             self.close()
-            pool = PopenPoolExecutor(
-                max_workers=self.n_parallel, timeout=max(self.timeout, STARTUP_TIMEOUT),
-                initializer=_worker.init_worker, initargs=(target_json,), maximum_process_uses=self.max_uses,
-            )
-            # Start every worker (importing TVM takes 5-20 s with torch installed) under a generous
-            # limit, so the first builds are not killed by the per-build timeout; then enforce it.
-            list(pool.map_with_error_catching(lambda _: _worker.ping(), range(self.n_parallel)))
+            def start():
+                pool = PopenPoolExecutor(
+                    max_workers=self.n_parallel, timeout=max(self.timeout, STARTUP_TIMEOUT),
+                    initializer=_worker.init_worker, initargs=(target_json,), maximum_process_uses=self.max_uses,
+                )
+                # Start every worker (importing TVM takes 5-20 s with torch installed) under a generous
+                # limit, so the first builds are not killed by the per-build timeout; then enforce it.
+                list(pool.map_with_error_catching(lambda _: _worker.ping(), range(self.n_parallel)))
+                return pool
+
+            pool = without_sigint(start)
             pool._timeout = self.timeout  # PopenPoolExecutor reads it for every job
             self._pool, self._pool_target = pool, target_json
         return self._pool
@@ -222,11 +268,11 @@ class LocalRunner:
 
             # MetaSchedule's runner starts its worker in a sanity check bounded by timeout_sec: give
             # start-up a generous limit, then enforce the per-run timeout.
-            self._runner = MSLocalRunner(
+            self._runner = without_sigint(lambda: MSLocalRunner(
                 timeout_sec=max(self.timeout, STARTUP_TIMEOUT),
                 evaluator_config=_evaluator(self.number, self.repeat, self.min_repeat_ms, self.enable_cpu_cache_flush),
                 cooldown_sec=self.cooldown_interval,
-            )
+            ))
             self._runner.pool._timeout = self.timeout
         return self._runner
 
