@@ -40,16 +40,38 @@ def _check_budget(budget) -> int:
     return int(budget)
 
 
-def random_search(model: PerformanceModel, budget: int, seed: int = 0, batch: int = 100) -> SearchResult:
-    """Evaluate ``budget`` uniform random chromosomes (in batches of ``batch``); return the best."""
+def seed_chromosomes(model: PerformanceModel) -> np.ndarray:
+    """The given order (on device 0) and the objective's greedy solution as chromosomes, shape (2, n_genes).
+
+    Every search method starts from these (``initial=``), so ``optimize`` never returns a schedule worse than
+    either (issue 18). Computing them evaluates nothing.
+    """
+    if model.objective == "runtime":
+        order, dev = critical_path_schedule(model)
+    else:
+        order, dev = memory_greedy_schedule(model)
+    return np.stack([model.given_order_chromosome(), model.chromosome(order, dev)])
+
+
+def _initial(initial, G: int) -> np.ndarray:
+    return np.zeros((0, G)) if initial is None else np.asarray(initial, dtype=np.float64).reshape(-1, G)
+
+
+def random_search(model: PerformanceModel, budget: int, seed: int = 0, batch: int = 100,
+                  initial: np.ndarray | None = None) -> SearchResult:
+    """Evaluate ``budget`` chromosomes: ``initial`` ones first (optional), then uniform random ones (in batches
+    of ``batch``); return the best."""
     budget = _check_budget(budget)
     rng = np.random.default_rng(seed)
+    init = _initial(initial, model.n_genes)
     best = None
     used = 0
     curve = []
     while used < budget:
         k = min(batch, budget - used)
         pop = rng.random((k, model.n_genes))
+        if used == 0 and len(init):
+            pop[: min(k, len(init))] = init[:k]
         obj, vio = model.evaluate_population(pop)
         used += k
         i = int(np.lexsort((obj, vio))[0])
@@ -72,7 +94,8 @@ class LocalSearchConfig:
 
 
 def local_search(
-    model: PerformanceModel, budget: int, seed: int = 0, config: LocalSearchConfig | None = None
+    model: PerformanceModel, budget: int, seed: int = 0, config: LocalSearchConfig | None = None,
+    initial: np.ndarray | None = None,
 ) -> SearchResult:
     """Hill climbing on random keys: move to the best of ``neighbors`` perturbed copies when not worse.
 
@@ -85,10 +108,17 @@ def local_search(
     rng = np.random.default_rng(seed)
     G = model.n_genes
     cur = rng.random((1, G))
-    o, v = model.evaluate_population(cur)
+    init = _initial(initial, G)[: budget]
+    if len(init):  # start from the best of the given chromosomes
+        o, v = model.evaluate_population(init)
+        i = int(np.lexsort((o, v))[0])
+        cur, used = init[i: i + 1].copy(), len(init)
+        o, v = o[i: i + 1], v[i: i + 1]
+    else:
+        o, v = model.evaluate_population(cur)
+        used = 1
     cur_o, cur_v = float(o[0]), float(v[0])
     best = (cur[0].copy(), cur_o, cur_v)
-    used = 1
     stall = 0
     curve = [(used, cur_o if cur_v <= 0 else np.inf)]
     m = max(1, min(cfg.genes_per_move, G))
@@ -234,16 +264,18 @@ def given_order(model: PerformanceModel, budget: int = 1, seed: int = 0) -> Sear
     return _single(model, model.given_order_chromosome(), "given")
 
 
-def plain_brkga(model: PerformanceModel, budget: int, seed: int = 0, config: BRKGAConfig | None = None) -> SearchResult:
-    """Plain BRKGA with :class:`BRKGAConfig` defaults (or ``config``)."""
-    r = brkga(model, budget, config or BRKGAConfig(), seed)
+def plain_brkga(model: PerformanceModel, budget: int, seed: int = 0, config: BRKGAConfig | None = None,
+                initial: np.ndarray | None = None) -> SearchResult:
+    """Plain BRKGA with :class:`BRKGAConfig` defaults (or ``config``), seeded with ``initial`` chromosomes."""
+    r = brkga(model, budget, config or BRKGAConfig(), seed, initial=initial)
     r.method = "brkga"
     return r
 
 
-def tuned_brkga(model: PerformanceModel, budget: int, seed: int = 0, config: BRKGAConfig | None = None) -> SearchResult:
+def tuned_brkga(model: PerformanceModel, budget: int, seed: int = 0, config: BRKGAConfig | None = None,
+                initial: np.ndarray | None = None) -> SearchResult:
     """BRKGA with a tuned config (from :func:`tune_brkga`; default config if none is given)."""
-    r = brkga(model, budget, config or BRKGAConfig(), seed)
+    r = brkga(model, budget, config or BRKGAConfig(), seed, initial=initial)
     r.method = "tuned-brkga"
     return r
 
@@ -269,6 +301,10 @@ def run_method(name: str, model: PerformanceModel, budget: int, seed: int = 0, *
     if name not in METHODS:
         raise GraphError(f"unknown method {name!r}; choose one of {', '.join(METHODS)} (or 'exact')")
     return METHODS[name](model, budget, seed, **kw)
+
+
+#: Methods that search (and take ``initial=`` seed chromosomes).
+SEARCH_METHODS = ("brkga", "tuned-brkga", "random", "local")
 
 
 # ---------------------------------------------------------------------- tuned BRKGA

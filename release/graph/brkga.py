@@ -107,13 +107,27 @@ class MutantSampler:
         self.a = a[self.mask]
         self.b = b[self.mask]
 
-    def __call__(self, rng: np.random.Generator, k: int, n_genes: int) -> np.ndarray:
+    def __call__(self, rng: np.random.Generator, k: int, n_genes: int, fraction: float = 1.0) -> np.ndarray:
+        """``k`` mutants; the first ``round(fraction * k)`` are mapped through the Beta inverse CDF, the rest stay
+        uniform (the same uniform draws either way: common random numbers)."""
         u = rng.random((k, n_genes))
-        if self.mask.any() and k:
+        m = int(round(fraction * k))
+        if self.mask.any() and m:
             from scipy.special import betaincinv
 
-            u[:, self.mask] = betaincinv(self.a[None, :], self.b[None, :], u[:, self.mask])
+            u[:m, self.mask] = betaincinv(self.a[None, :], self.b[None, :], u[:m, self.mask])
         return u
+
+
+def policy_fraction_schedule(budget: int, reference_budget: int = 1000) -> float:
+    """Share of the population REGAL's policy biases at ``budget`` evaluations: 1 up to the budget the policy was
+    trained at, then ``reference_budget / budget`` (fading to plain BRKGA as the budget grows; ours, issue 18).
+
+    Returns
+    -------
+    float in (0, 1]
+    """
+    return float(min(1.0, reference_budget / max(int(budget), 1)))
 
 
 def brkga(
@@ -125,6 +139,7 @@ def brkga(
     beta=1.0,
     rho=None,
     initial: np.ndarray | None = None,
+    policy_fraction: float = 1.0,
 ) -> SearchResult:
     """Run BRKGA on ``model`` for at most ``budget`` objective evaluations.
 
@@ -143,7 +158,13 @@ def brkga(
     rho : float or ndarray of shape (model.n_genes,), optional
         Per-gene elite-inheritance probabilities (REGAL); default ``config.rho`` for every gene.
     initial : ndarray of shape (k, model.n_genes), optional
-        Chromosomes placed first in the initial population (the rest are mutants).
+        Chromosomes placed first in the initial population (the rest are mutants), e.g. the given order and the
+        greedy solution (:func:`release.graph.baselines.seed_chromosomes`), so the result is never worse than
+        either.
+    policy_fraction : float in [0, 1], default 1
+        Share of each generation's mutants (and of the initial population) drawn from the per-gene Beta
+        distributions; the rest are uniform. Per-gene rho is blended the same way:
+        ``fraction * rho + (1 - fraction) * config.rho``. 0 gives plain BRKGA exactly (same random draws).
 
     Returns
     -------
@@ -161,7 +182,12 @@ def brkga(
     if not isinstance(budget, (int, np.integer)) or budget <= 0:
         raise GraphError(f"evaluation budget must be a positive integer, got {budget!r}; use --budget 1 or more")
     G = model.n_genes
+    f = float(policy_fraction)
+    if not 0.0 <= f <= 1.0:
+        raise GraphError(f"policy_fraction must be in [0, 1], got {policy_fraction!r}")
     rho_g = _per_gene(config.rho if rho is None else rho, G, "rho", 0.0, 1.0)
+    if f < 1.0:
+        rho_g = f * rho_g + (1.0 - f) * config.rho
     sample = MutantSampler(alpha, beta, G)
     rng = np.random.default_rng(seed)
 
@@ -172,7 +198,7 @@ def brkga(
     n_mut = min(n_mut, P - n_elite)
     n_cross = P - n_elite - n_mut
 
-    pop = sample(rng, P, G)
+    pop = sample(rng, P, G, f)
     if initial is not None:
         init = np.asarray(initial, dtype=np.float64).reshape(-1, G)[:P]
         pop[: len(init)] = init
@@ -193,7 +219,7 @@ def brkga(
             ea = na = np.zeros(n_cross, dtype=np.int64)
         mask = rng.random((n_cross, G)) < rho_g[None, :]
         children = np.where(mask, pop[ea], pop[na])
-        mutants = sample(rng, n_mut, G)
+        mutants = sample(rng, n_mut, G, f)
         off = np.concatenate([mutants, children])[:k]
         o_obj, o_vio = model.evaluate_population(off)
         used += len(off)

@@ -167,7 +167,7 @@ def _prepare_methods(methods, args, graph, devices, mkw):
 
 
 def _optimize(args) -> int:
-    from .baselines import TuningGrid, run_method, tune_brkga
+    from .baselines import SEARCH_METHODS, TuningGrid, run_method, seed_chromosomes, tune_brkga
     from .exact import exact_makespan, exact_peak_memory
     from .perf_model import PerformanceModel
 
@@ -196,6 +196,7 @@ def _optimize(args) -> int:
     print(f"graph {graph.summary()}")
     print(f"objective {args.objective} ({unit}), {devices} device(s), budget {budget} evaluations, seed {args.seed}")
     given_obj = given.decode(given.given_order_chromosome()).objective(args.objective)
+    seeds = seed_chromosomes(given)  # every search starts from the given order and the greedy solution
     results = {}
     for name in methods:
         model = PerformanceModel(graph, devices, args.objective, **mkw)
@@ -216,12 +217,13 @@ def _optimize(args) -> int:
         elif name == "regal":
             import scipy.special  # noqa: F401  (Beta inverse CDF; imported before the search clock starts)
 
-            from .brkga import brkga
+            from .brkga import brkga, policy_fraction_schedule
 
             params, t_inf, ck = prep["regal"]
             logger.info("regal policy %s: inference %.3f s", ck, t_inf)
             t0 = time.perf_counter()  # search time only; loading and inference are reported separately
-            r = brkga(model, budget, seed=args.seed, **params)
+            r = brkga(model, budget, seed=args.seed, initial=seeds, policy_fraction=policy_fraction_schedule(budget),
+                      **params)
             chrom, obj, vio, evals, status = (r.best_chromosome, r.best_objective, r.best_violation,
                                               r.evaluations, f"policy inference {1e3 * t_inf:.0f} ms")
         else:
@@ -240,6 +242,8 @@ def _optimize(args) -> int:
                 extra_evals = tr.evaluations
                 status = f"+{extra_evals} tuning evals on {len(train)} training graphs"
                 logger.info("tuned BRKGA config: %s", kw["config"])
+            if name in SEARCH_METHODS:
+                kw["initial"] = seeds
             r = run_method(name, model, budget, args.seed, **kw)
             chrom, obj, vio, evals, status = (r.best_chromosome, r.best_objective, r.best_violation,
                                               r.evaluations, status)
