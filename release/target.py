@@ -5,10 +5,17 @@ TVM 0.27 rejects string targets such as ``"llvm -mcpu=..."``; targets are JSON d
 so the ``llvm`` alias fills in the host CPU (``tvm.target.codegen.llvm_get_system_cpu()``) and
 its core count. The ``cuda`` alias is an NVIDIA GPU with the attributes MetaSchedule needs
 (``max_threads_per_block`` and friends, see shared/reference/tvm-0.27.md).
+
+Every form (alias, tag, JSON string, dict, ``Target.export()`` map, ``tvm.target.Target``) goes
+through the same checks: an ``mcpu`` LLVM does not know for the triple is refused with close
+matches (LLVM would fall back to generic code with a warning per build), ``num-cores`` is filled,
+and the old string form gets its JSON equivalent in the refusal.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib
 import importlib.util
 import json
@@ -50,8 +57,8 @@ def host_cores() -> int:
 
 
 def _target_dict(spec: Any) -> dict:
-    if isinstance(spec, dict):
-        return dict(spec)
+    if isinstance(spec, dict) or (hasattr(spec, "items") and not isinstance(spec, str)):
+        return _jsonable(spec)  # a dict, or the Map of ``Target.export()`` (keys as an FFI Array)
     if not isinstance(spec, str) or not spec.strip():
         raise TargetError(
             f"target {spec!r} is not a target: give 'llvm', 'cuda', a TVM target tag such as "
@@ -68,8 +75,14 @@ def _target_dict(spec: Any) -> dict:
         return value
     if text in _ALIASES:
         return {"kind": text}
-    if "/" in text:
+    if "/" in text and " " not in text:
         return {"tag": text}
+    old = _old_string_form(text)
+    if old is not None:
+        raise TargetError(
+            f"target {spec!r} is TVM's old string form, which TVM 0.27 no longer accepts; give the JSON dict "
+            f"instead: '{json.dumps(old)}'"
+        )
     raise TargetError(
         f"target {spec!r} is not known: use 'llvm' (this CPU), 'cuda' (an NVIDIA GPU), a TVM tag "
         "(tvm.target.list_tags()), or a JSON dict; TVM 0.27 does not accept 'llvm -mcpu=...' strings"
@@ -84,8 +97,12 @@ def resolve_target(spec: Any):
     spec : str, dict or tvm.target.Target
         ``"llvm"`` (host CPU: ``mcpu`` detected, ``num-cores`` = usable cores), ``"cuda"`` (an
         NVIDIA GPU, ``arch`` sm_90 and H100 limits unless given), a TVM tag
-        (``"nvidia/nvidia-h100"``), a JSON string, or a dict. LLVM dicts without ``mcpu`` get the
-        host CPU (without it LLVM uses no AVX2); CUDA dicts get the limits MetaSchedule needs.
+        (``"nvidia/nvidia-h100"``), a JSON string, a dict (also as ``Target.export()`` writes it,
+        with ``tag`` and ``keys``), or a ``tvm.target.Target``, checked like its exported dict.
+        LLVM targets for this machine's triple (no ``mtriple``, or the host's) without ``mcpu``
+        get the host CPU (without it LLVM uses no AVX2), and ``"mcpu": "native"`` means the host
+        CPU too; every LLVM target without ``num-cores`` gets the usable cores (MetaSchedule needs
+        it); CUDA dicts get the limits MetaSchedule needs.
 
     Returns
     -------
@@ -94,13 +111,17 @@ def resolve_target(spec: Any):
     Raises
     ------
     TargetError
-        Malformed JSON, unknown alias or tag, or a kind TVM does not know.
+        Malformed JSON, unknown alias or tag, a kind TVM does not know, an ``mcpu`` LLVM does not
+        know for the target's triple (the message names close matches), or TVM's old string form
+        (``"llvm -mcpu=core-avx2"``; the message gives the JSON dict to type instead).
     """
     import tvm
 
     if isinstance(spec, tvm.target.Target):
-        return spec
+        spec = spec.export()  # validated like a dict: a Target built by hand may lack num-cores or mcpu
     d = _target_dict(spec)
+    if len(d) > 1 and not d.get("tag"):
+        d.pop("tag", None)  # Target.export() writes "tag": "" for targets not made from a tag
     if "tag" in d and len(d) == 1:
         try:
             return tvm.target.Target(d["tag"])
@@ -111,8 +132,11 @@ def resolve_target(spec: Any):
     if kind is None:
         raise TargetError(f"target {spec!r} has no 'kind' field (for example 'llvm' or 'cuda')")
     if kind == "llvm":
-        d.setdefault("mcpu", host_cpu())
+        on_host = not d.get("mtriple") or str(d["mtriple"]) == _host_triple()
+        if on_host and d.get("mcpu", "native") == "native":
+            d["mcpu"] = host_cpu()
         d.setdefault("num-cores", host_cores())
+        _check_mcpu(d)
     elif kind == "cuda":
         d.setdefault("arch", "sm_90")
         for key, value in _CUDA_DEFAULTS.items():
@@ -121,6 +145,92 @@ def resolve_target(spec: Any):
         return tvm.target.Target(d)
     except Exception as err:  # noqa: BLE001
         raise TargetError(f"target {json.dumps(d)} is not a valid TVM target: {error_line(err)}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _host_triple() -> str:
+    import tvm
+
+    return str(tvm.target.codegen.llvm_get_system_triple())
+
+
+@functools.lru_cache(maxsize=None)
+def llvm_cpus(mtriple: str | None = None) -> tuple[str, ...] | None:
+    """CPU names LLVM knows for ``mtriple`` (default: this machine's triple).
+
+    Parameters
+    ----------
+    mtriple : str, optional
+        An LLVM target triple such as ``"aarch64-linux-gnu"``.
+
+    Returns
+    -------
+    tuple of str or None
+        Sorted names from ``tvm.target.codegen.llvm_get_cpu_archlist``; None when the triple's
+        architecture is not one this LLVM was built with (LLVM aborts on asking for those, so
+        their ``mcpu`` is left unchecked).
+    """
+    import tvm
+    from tvm.target import codegen
+
+    d = {"kind": "llvm"}
+    if mtriple:
+        arch = mtriple.split("-", 1)[0]
+        archs = [str(a) for a in codegen.llvm_get_targets()] + ["arm64", "i486", "i586", "i686", "amd64"]
+        if not any(arch.startswith(a) for a in archs):
+            return None
+        d["mtriple"] = mtriple
+    return tuple(sorted(str(c) for c in codegen.llvm_get_cpu_archlist(tvm.target.Target(d))))
+
+
+def _check_mcpu(d: dict) -> None:
+    """Refuse an ``mcpu`` LLVM does not know for the target's triple (it would build generic code)."""
+    mcpu = d.get("mcpu")
+    if not mcpu:
+        return
+    names = llvm_cpus(str(d["mtriple"]) if d.get("mtriple") else None)
+    if names is None or str(mcpu) in names:
+        return
+    close = difflib.get_close_matches(str(mcpu), names, n=4, cutoff=0.6)
+    triple = str(d["mtriple"]) if d.get("mtriple") else None
+    if triple is None or triple == _host_triple():
+        where, hint = "this machine's triple", f"; leave mcpu out for this machine's CPU ({host_cpu()})"
+        listing = "{'kind': 'llvm'}"
+    else:
+        where, hint, listing = f"the triple {triple}", "", f"{{'kind': 'llvm', 'mtriple': '{triple}'}}"
+    raise TargetError(
+        f"target mcpu {mcpu!r} is not a CPU LLVM knows for {where}"
+        + (f"; close matches: {', '.join(close)}" if close else "")
+        + f"{hint}; the full list: tvm.target.codegen.llvm_get_cpu_archlist(tvm.target.Target({listing}))"
+    )
+
+
+def _old_string_form(text: str) -> dict | None:
+    """The JSON dict of an old TVM target string (``"llvm -mcpu=core-avx2 -num-cores=4"``), or None."""
+    tokens = text.split()
+    if len(tokens) < 2 or not tokens[0].replace("_", "").isalnum() or not tokens[1].startswith("-"):
+        return None
+    out: dict = {"kind": tokens[0]}
+    i = 1
+    while i < len(tokens):
+        tok = tokens[i].lstrip("-")
+        if not tokens[i].startswith("-") or not tok:
+            return None
+        if "=" in tok:
+            key, value = tok.split("=", 1)
+        elif i + 1 < len(tokens) and not tokens[i + 1].startswith("-"):
+            key, value = tok, tokens[i + 1]
+            i += 1
+        else:
+            key, value = tok, True
+        if isinstance(value, str):
+            if key in ("mattr", "libs", "keys"):
+                value = [v for v in value.split(",") if v]
+            elif value.lstrip("-").isdigit():
+                value = int(value)
+        out[key] = value
+        i += 1
+    return out
 
 
 def target_to_json(target) -> str:

@@ -87,7 +87,8 @@ def _free_port():
 @pytest.mark.parametrize("args,fragments", [
     (["--workload", "resnet18.conv2d.77"], ["unknown workload 'resnet18.conv2d.77'"]),
     (["--target", "{bad json"], ["not valid JSON"]),
-    (["--target", "llvm -mcpu=znver3"], ["not known"]),
+    (["--target", "llvm -mcpu=znver3"], ["old string form", "'{\"kind\": \"llvm\", \"mcpu\": \"znver3\"}'"]),
+    (["--target", '{"kind": "llvm", "mcpu": "notacpu"}'], ["mcpu 'notacpu' is not a CPU LLVM knows"]),
     (["--target", "cuda"], ["no cuda device"]),
     (["--n-trial", "0"], ["--n-trial 0"]),
     (["--n-trial", "-5"], ["--n-trial -5"]),
