@@ -181,6 +181,7 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
     from .measure import load_records
     from .measure.measure import Measurer
     from .task import create_task
+    from .threads import thread_count
 
     rng = np.random.default_rng(seed)
     out: dict = {}
@@ -214,7 +215,8 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
         opt["runner"].close()
     os.makedirs(cfg.out, exist_ok=True)
     with open(os.path.join(cfg.out, "remeasure.json"), "w") as f:
-        json.dump({"top": top, "rounds": rounds, "n_trial": cfg.n_trial, "gflops": out}, f, indent=1)
+        json.dump({"top": top, "rounds": rounds, "n_trial": cfg.n_trial, "gflops": out, "threads": opt["runner"].threads
+                   or thread_count(cfg.target)}, f, indent=1)
     return out
 
 
@@ -328,10 +330,15 @@ def bootstrap_geomean(per_task_seed: dict[str, list[float]], n_boot: int = 2000,
     return est, float(lo), float(hi)
 
 
-def torch_reference_gflops(workload: str, repeat: int = 30) -> float:
+def torch_reference_gflops(workload: str, repeat: int = 30, threads: int | None = None) -> float:
     """GFLOPS of the same operator in PyTorch (eager, this CPU), fastest of ``repeat`` runs
-    (the fastest run is the least disturbed on a shared machine)."""
+    (the fastest run is the least disturbed on a shared machine), on ``threads`` intra-op threads
+    (``torch.set_num_threads``; the benchmark passes the target's ``num-cores``, the count TVM's
+    kernels are timed with; default None keeps PyTorch's count)."""
     import torch
+
+    if threads is not None:
+        torch.set_num_threads(int(threads))
 
     from .task import create_task
     from .workloads import get_workload
@@ -397,12 +404,14 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
                     split[(w, t, s)] = {k: float(sum(getattr(r, k) for r in recs))
                                         for k in ("search_s", "fit_s", "measure_s")}
     remeasured: dict = {}
+    rem_threads = None
     rem_path = os.path.join(cfg.out, "remeasure.json")
     if os.path.exists(rem_path):
         with open(rem_path) as f:
             rem = json.load(f)
         if rem.get("n_trial") == cfg.n_trial:
             remeasured = rem["gflops"]
+            rem_threads = rem.get("threads", 0)
     per_task: dict = {}
     for w in cfg.workloads:
         per_task[w] = {}
@@ -425,10 +434,15 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
             per_task[w][t] = rows
     summary = _summary(cfg, per_task, lambda r: r)
     summary_against = {a: _summary(cfg, per_task, lambda r, a=a: r["against"].get(a, {})) for a in comparators}
+    from .threads import thread_count
+
+    threads = thread_count(cfg.target)
+    logged_threads = sorted({int(r.threads) for w in cfg.workloads for t in cfg.tuners for s in cfg.seeds
+                             for r in load_records(log_path(cfg, w, t, s))[: cfg.n_trial] if r.ok})
     refs = {}
     for w in cfg.workloads:
         try:
-            refs[w] = torch_reference_gflops(w)
+            refs[w] = torch_reference_gflops(w, threads=threads)
         except Exception as err:  # noqa: BLE001 - the reference line is optional
             logger.warning("no PyTorch reference for %s: %s", w, err)
     result = {"config": asdict(cfg), "command": command, "machine": machine(), "baseline": cfg.baseline,
@@ -440,6 +454,9 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
                       for t, rows in per_task[w].items() if rows and all("remeasured_gflops" in r for r in rows)}
                   for w in cfg.workloads},
               "pytorch_gflops": refs,
+              # threads: of the logged measurements (0 = runs before the count was set, on TVM's default of
+              # half the cores, 1 here), of the side-by-side re-timing, and of the PyTorch reference
+              "threads": {"logged": logged_threads, "remeasured": rem_threads, "pytorch": threads},
               "curves": {f"{w}|{t}|{s}": {"gflops": c.gflops.tolist(), "wall": c.wall.tolist()}
                          for (w, t, s), c in curves.items()}}
     os.makedirs(cfg.out, exist_ok=True)
@@ -497,6 +514,16 @@ def _summary_table(summary: dict, rounds: int = 16) -> list[str]:
     return lines + [""]
 
 
+def _threads_line(th: dict | None) -> str:
+    """One line stating the thread counts a table's figures were measured with."""
+    if not th:
+        return "Threads: not recorded (results written before thread counts were set: TVM ran on 1 thread here)"
+    logged = ", ".join("1 (TVM's default, half the cores; count not recorded)" if n == 0 else str(n)
+                       for n in th.get("logged", [])) or "-"
+    return (f"Threads: logged measurements {logged}; re-timed side by side {th.get('remeasured') or '-'}; "
+            f"PyTorch reference {th.get('pytorch')}")
+
+
 def markdown(result: dict) -> str:
     """The results as Markdown tables (summary, then per task)."""
     cfg = result["config"]
@@ -504,7 +531,7 @@ def markdown(result: dict) -> str:
              f"Command: `{result['command']}`  ", f"Machine: {result['machine']['cpu']}, "
              f"{result['machine']['cores']} cores, TVM {result['machine']['versions'].get('apache-tvm')}  ",
              f"Workloads: {', '.join(cfg['workloads'])}; seeds {cfg['seeds']}; {cfg['n_trial']} trials; "
-             f"baseline {result['baseline']}", "",
+             f"baseline {result['baseline']}  ", _threads_line(result.get("threads")), "",
              f"### Against {result['baseline']}", ""]
     lines += _summary_table(result["summary"], cfg["rounds"])
     for a, summ in result.get("summary_against", {}).items():

@@ -157,6 +157,7 @@ def make_measure_option(args):
 def cmd_tune(args) -> int:
     from .measure import check_log_for_task, log_to_database, log_to_file
     from .task import create_task
+    from .threads import thread_count, use_threads
     from .tuners import TUNERS, get_tuner
     from .tuners.callback import progress_bar
 
@@ -168,6 +169,7 @@ def cmd_tune(args) -> int:
         raise TunerError(f"--warm-start applies to the PPO tuners (release, release+, rl), not {args.tuner!r}")
     t_start = time.time()
     task = create_task(args.workload, args.target)
+    threads = use_threads(thread_count(task.target))  # before any worker starts: they inherit TVM_NUM_THREADS
     log = args.log or os.path.join("runs", f"{args.workload}.{args.tuner}.jsonl")
     previous = check_log_for_task(log, task)
     option = make_measure_option(args)
@@ -176,7 +178,8 @@ def cmd_tune(args) -> int:
                                  ("loss_type", args.loss_type), ("warm_start", args.warm_start)) if v is not None}
     tuner = get_tuner(args.tuner, task, seed=args.seed, **kwargs)
     space = task.config_space
-    print(f"task     {task.name}: {task.flop / 1e9:.3f} GFLOP, target {task.target_json}")
+    print(f"task     {task.name}: {task.flop / 1e9:.3f} GFLOP, target {task.target_json}, kernels timed on "
+          f"{threads} threads")
     print(f"space    {len(space.spaces)} design spaces, {space.n_knobs} knobs, {space.size:.3g} configs")
     print(f"tuner    {args.tuner}, {args.n_trial} trials, seed {args.seed}, log {log}"
           + (f" (resuming {len(previous)} records)" if previous else ""))
@@ -225,6 +228,7 @@ def cmd_tune_model(args) -> int:
     from . import model as M
     from .measure import apply_history_best
     from .target import resolve_target
+    from .threads import thread_count, use_threads
     from .tuners import TUNERS
 
     if args.n_trial is None or args.n_trial < 1:
@@ -236,6 +240,8 @@ def cmd_tune_model(args) -> int:
     if bad:
         raise TunerError(f"unknown --compare entries {bad}; use untuned, torch, ms")
     target = resolve_target(args.target)
+    threads = thread_count(target)
+    use_threads(threads)  # before any worker starts: they inherit TVM_NUM_THREADS
     option = make_measure_option(args)
     option["runner"].check_device(target)
     t0 = time.time()
@@ -261,12 +267,13 @@ def cmd_tune_model(args) -> int:
         print(f"{row['task'][:48]:<48} {row['weight']:>6} {row['trials']:>6} {row['best_ms']:>9.4f} {row['gflops']:>8.2f}")
     db = apply_history_best(log).database(tasks)
     ex = M.compile_model(model, target, db)
-    tuned = M.evaluate(model, ex)
-    print(f"tuned    {tuned['latency_ms']:.3f} ms end to end (ReLeASE {args.tuner}, {args.n_trial} trials, "
-          f"{res.wall_s:.0f} s tuning); output matches the reference (max abs error {tuned['max_abs_err']:.1e})")
+    tuned = M.evaluate(model, ex, threads=threads)
+    print(f"tuned    {tuned['latency_ms']:.3f} ms end to end on {tuned['threads']} threads (ReLeASE {args.tuner}, "
+          f"{args.n_trial} trials, {res.wall_s:.0f} s tuning); output matches the reference "
+          f"(max abs error {tuned['max_abs_err']:.1e})")
     if "untuned" in compare:
-        un = M.evaluate(model, M.compile_model(model, target), check=False)
-        print(f"untuned  {un['latency_ms']:.3f} ms (TVM default schedules)")
+        un = M.evaluate(model, M.compile_model(model, target), check=False, threads=threads)
+        print(f"untuned  {un['latency_ms']:.3f} ms on {un['threads']} threads (TVM default schedules)")
     if "ms" in compare:
         import tempfile
 
@@ -274,10 +281,12 @@ def cmd_tune_model(args) -> int:
         msdb, ms_wall = M.tune_with_metaschedule(model, target, args.n_trial, work, number=args.number,
                                                  repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                                                  n_parallel=args.n_parallel, seed=args.seed)
-        msr = M.evaluate(model, M.compile_model(model, target, msdb), check=False)
-        print(f"ms       {msr['latency_ms']:.3f} ms (MetaSchedule tune_relax, {args.n_trial} trials, {ms_wall:.0f} s tuning)")
+        msr = M.evaluate(model, M.compile_model(model, target, msdb), check=False, threads=threads)
+        print(f"ms       {msr['latency_ms']:.3f} ms on {msr['threads']} threads (MetaSchedule tune_relax, "
+              f"{args.n_trial} trials, {ms_wall:.0f} s tuning)")
     if "torch" in compare:
-        print(f"torch    {M.torch_latency_ms(model):.3f} ms (PyTorch eager, same CPU)")
+        print(f"torch    {M.torch_latency_ms(model, threads=threads):.3f} ms on {threads} threads (PyTorch eager, "
+              "same CPU)")
     return 0
 
 

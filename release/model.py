@@ -328,13 +328,21 @@ def compile_model(model: Model, target, database=None):
 
 
 def evaluate(model: Model, executable, number: int = 10, repeat: int = 5, check: bool = True,
-             rtol: float = 1e-3, atol: float = 1e-3) -> dict:
+             rtol: float = 1e-3, atol: float = 1e-3, threads: int | None = None) -> dict:
     """Run ``executable`` on the model's inputs: compare with the reference and time it (CPU).
+
+    Parameters
+    ----------
+    threads : int, optional
+        Threads TVM's runtime runs the model with (:func:`release.threads.use_threads`); give the
+        target's ``num-cores`` (:func:`release.threads.thread_count`). Default None: the pool as it
+        is (TVM's own default is half the cores).
 
     Returns
     -------
     dict
-        ``latency_ms`` (median of ``repeat`` means of ``number`` runs), ``max_abs_err``.
+        ``latency_ms`` (median of ``repeat`` means of ``number`` runs), ``max_abs_err``,
+        ``threads`` (TVM's runtime thread count during the timing).
 
     Raises
     ------
@@ -344,6 +352,10 @@ def evaluate(model: Model, executable, number: int = 10, repeat: int = 5, check:
     import tvm
     from tvm import relax
 
+    from .threads import runtime_threads, use_threads
+
+    if threads is not None:
+        use_threads(threads)
     dev = tvm.cpu(0)
     vm = relax.VirtualMachine(executable, dev)
     args = [tvm.runtime.tensor(x, dev) for x in model.inputs]
@@ -360,17 +372,21 @@ def evaluate(model: Model, executable, number: int = 10, repeat: int = 5, check:
                 raise ReleaseError(f"{model.name}: compiled output differs from the reference (max abs error {err:.3g})")
     timer = vm.time_evaluator("main", dev, number=number, repeat=repeat)
     res = timer(*args)
-    return {"latency_ms": float(np.median(res.results)) * 1e3, "max_abs_err": err}
+    return {"latency_ms": float(np.median(res.results)) * 1e3, "max_abs_err": err, "threads": runtime_threads()}
 
 
-def torch_latency_ms(model: Model, number: int = 10, repeat: int = 5) -> float:
+def torch_latency_ms(model: Model, number: int = 10, repeat: int = 5, threads: int | None = None) -> float:
     """Latency (ms) of the PyTorch module in eager mode on this CPU: the fastest of ``repeat``
     means of ``number`` runs (on a shared machine PyTorch's intra-op threads spin and the median
-    swings by 3-20x; the fastest repeat is the least disturbed)."""
+    swings by 3-20x; the fastest repeat is the least disturbed). ``threads``: PyTorch's intra-op
+    threads (``torch.set_num_threads``; give the target's ``num-cores`` so TVM and PyTorch run on
+    equal threads); default None keeps PyTorch's count."""
     import torch
 
     if model.torch_module is None:
         return float("nan")
+    if threads is not None:
+        torch.set_num_threads(int(threads))
     xs = [torch.from_numpy(x) for x in model.inputs]
     times = []
     with torch.no_grad():
@@ -407,7 +423,11 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
     """
     from tvm.s_tir import meta_schedule as ms
 
+    import functools
+
+    from .measure._worker import init_runner
     from .target import ensure_tensor_intrinsics, host_cores, resolve_target
+    from .threads import thread_count
 
     target = resolve_target(target)
     ensure_tensor_intrinsics(target)
@@ -418,7 +438,8 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
 
     builder = fast_builder(target, max_workers=n_parallel or host_cores(), timeout_sec=120)
     runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(
-        number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False))
+        number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False),
+        initializer=functools.partial(init_runner, thread_count(target)))  # the target's threads, as ours
     n_tasks = max(1, len(ms.relax_integration.extract_tasks(mod, target)))
     per_iter = int(min(64, max(8, n_trial // (4 * n_tasks))))  # so a small budget still reaches every task
     t0 = time.time()

@@ -152,6 +152,9 @@ class Task:
         """
         import tvm
 
+        from .threads import thread_count, use_threads
+
+        use_threads(thread_count(self.target))  # the target's num-cores, as the runner times it
         inputs = self.random_inputs(seed)
         got = run_module(lib, inputs, self.output_shape(), tvm.cpu(0))
         want = self.reference(inputs)

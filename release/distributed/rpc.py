@@ -14,6 +14,7 @@ MetaSchedule's ``RPCRunner`` with ``max_workers = n`` keeps ``n`` sessions open 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -315,6 +316,13 @@ def start_server(key: str, tracker: str | tuple | None, host: str = "127.0.0.1",
         addr = parse_address(tracker) if isinstance(tracker, str) else (tracker[0], int(tracker[1]))
         _summary(addr[0], addr[1], QUERY_TIMEOUT)  # bounded: TVM's server would retry for a minute
     end = port_end if port_end is not None else port + 100
+    # TVM's runtime caps its thread pool at half the cores unless told; raise the cap to every usable
+    # core (a user's own TVM_NUM_THREADS is kept) so the tuner's evaluator can run kernels on the
+    # target's num-cores threads (release.measure._worker.rpc_run_evaluator)
+    from ..target import host_cores
+    from ..threads import ENV
+
+    os.environ.setdefault(ENV, str(host_cores()))
     try:
         return rpc.Server(host, port=port, port_end=end, key=key, tracker_addr=addr, custom_addr=custom_addr,
                           silent=silent)

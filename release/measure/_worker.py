@@ -48,3 +48,32 @@ def ms_build(mod, target, _params=None):
 
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return tvm_build(mod, target=target)
+
+
+def init_runner(threads: int) -> None:
+    """Run-worker initializer: TVM's runtime pool of this worker gets ``threads`` threads (the
+    target's ``num-cores``) before any kernel is timed (see :mod:`release.threads`)."""
+    from release.threads import use_threads
+
+    use_threads(threads)
+
+
+def runtime_threads() -> int:
+    """Threads TVM's runtime pool of this worker runs (a job for tests and checks)."""
+    import tvm
+
+    return int(tvm.runtime.num_threads())
+
+
+def rpc_run_evaluator(threads, session, rt_mod, device, evaluator_config, repeated_args):
+    """MetaSchedule's RPC ``f_run_evaluator`` that first sets the remote CPU runtime pool to
+    ``threads`` threads (``runtime.config_threadpool`` through the session; a GPU's kernels are
+    unaffected), then runs MetaSchedule's default evaluator."""
+    from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
+
+    if device.device_type == 1:  # kDLCPU
+        try:
+            session.get_function("runtime.config_threadpool")(0, int(threads))
+        except Exception:  # noqa: BLE001 - an old remote runtime without it keeps its own count
+            pass
+    return run_evaluator_common(rt_mod, device, evaluator_config, repeated_args)

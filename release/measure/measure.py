@@ -67,6 +67,8 @@ class MeasureResult:
     round : int
         Set by the tuner: cost-model refits done before this config was proposed (AutoTVM's
         rounds; 0 for tuners without a model).
+    threads : int
+        Threads the kernel was timed with (the target's ``num-cores``; 0 = not run).
     """
 
     config: tuple
@@ -81,6 +83,7 @@ class MeasureResult:
     search_s: float = 0.0
     fit_s: float = 0.0
     round: int = 0
+    threads: int = 0
 
     @property
     def ok(self) -> bool:
@@ -258,11 +261,24 @@ class LocalRunner:
         self.timeout, self.cooldown_interval = float(timeout), float(cooldown_interval)
         self.enable_cpu_cache_flush = bool(enable_cpu_cache_flush)
         self._runner = None
+        #: threads the running worker times kernels with (the target's ``num-cores``; 0 = not started)
+        self.threads = 0
 
     def describe(self) -> str:
         return "local"
 
-    def _ms_runner(self):
+    def _ms_runner(self, threads: int = 0):
+        """MetaSchedule's runner whose worker runs kernels on ``threads`` threads (0: keep the
+        running worker's count, or this machine's usable cores for a new one); a worker of another
+        count is replaced."""
+        import functools
+
+        from ..target import host_cores
+        from . import _worker
+
+        threads = int(threads) or self.threads or host_cores()
+        if self._runner is not None and self.threads != threads:
+            self.close()
         if self._runner is None:
             from tvm.s_tir.meta_schedule.runner import LocalRunner as MSLocalRunner
 
@@ -272,9 +288,19 @@ class LocalRunner:
                 timeout_sec=max(self.timeout, STARTUP_TIMEOUT),
                 evaluator_config=_evaluator(self.number, self.repeat, self.min_repeat_ms, self.enable_cpu_cache_flush),
                 cooldown_sec=self.cooldown_interval,
+                initializer=functools.partial(_worker.init_runner, threads),
             ))
             self._runner.pool._timeout = self.timeout
+            self.threads = threads
         return self._runner
+
+    def worker_threads(self, target) -> int:
+        """Threads TVM's runtime reports inside the run worker for ``target`` (starts the worker)."""
+        from ..threads import thread_count
+        from . import _worker
+
+        runner = self._ms_runner(thread_count(target))
+        return int(runner.pool.submit(_worker.runtime_threads).result())
 
     def check_device(self, target) -> None:
         """Raise :class:`MeasureError` if the target's device is not on this machine."""
@@ -299,7 +325,9 @@ class LocalRunner:
         """
         from tvm.s_tir.meta_schedule.runner import RunnerInput
 
-        runner = self._ms_runner()
+        from ..threads import thread_count
+
+        runner = self._ms_runner(thread_count(target))
         out = []
         dev = device_type(target)
         for path, args in items:
@@ -321,6 +349,7 @@ class LocalRunner:
             except Exception:  # noqa: BLE001
                 pass
             self._runner = None
+            self.threads = 0
 
 
 def _runner_result(res, secs):
@@ -394,7 +423,16 @@ class RPCRunner(LocalRunner):
     def check_device(self, target) -> None:  # the device is remote
         return None
 
-    def _ms_runner(self):
+    def _ms_runner(self, threads: int = 0):
+        """MetaSchedule's RPC runner; its evaluator sets the remote CPU pool to ``threads`` threads
+        (``runtime.config_threadpool`` called through the session) before timing."""
+        import functools
+
+        from . import _worker
+
+        threads = int(threads) or self.threads or 1
+        if self._runner is not None and self.threads != threads:
+            self.close()
         if self._runner is None:
             from tvm.s_tir.meta_schedule.runner import RPCConfig
             from tvm.s_tir.meta_schedule.runner import RPCRunner as MSRPCRunner
@@ -404,14 +442,26 @@ class RPCRunner(LocalRunner):
                                      session_priority=self.priority, session_timeout_sec=self.session_timeout),
                 evaluator_config=_evaluator(self.number, self.repeat, self.min_repeat_ms, self.enable_cpu_cache_flush),
                 cooldown_sec=self.cooldown_interval, max_workers=self.n_parallel,
+                f_run_evaluator=functools.partial(_worker.rpc_run_evaluator, threads),
             )
+            self.threads = threads
         return self._runner
+
+    def worker_threads(self, target) -> int:
+        """Threads of the remote device's runtime pool after the evaluator set them: measured by
+        running :meth:`run` is the only way through MetaSchedule's RPC runner, so this returns the
+        count the evaluator asks for (the remote caps it at its ``TVM_NUM_THREADS``)."""
+        from ..threads import thread_count
+
+        return thread_count(target)
 
     def run(self, items, target):
         """Submit every artifact at once (spread over free devices), then collect."""
         from tvm.s_tir.meta_schedule.runner import RunnerInput
 
-        runner = self._ms_runner()
+        from ..threads import thread_count
+
+        runner = self._ms_runner(thread_count(target))
         dev = device_type(target)
         t0 = time.perf_counter()
         futs = runner.run([RunnerInput(path, dev, args) for path, args in items])
@@ -529,6 +579,7 @@ class Measurer:
         for (i, path, _), (costs, secs, kind, msg) in pairs:
             r = results[i]
             r.costs, r.run_s, r.error_kind, r.error_msg = costs, secs, kind, msg
+            r.threads = self.runner.threads
             shutil.rmtree(os.path.dirname(path), ignore_errors=True)
             done(r)
         t_end = time.perf_counter()

@@ -7,7 +7,7 @@ to MetaSchedule ``TuningRecord``s, so TVM's own ``compile_tir`` / ``compile_rela
 
 Record fields: ``version, task (key), name, target (JSON), config, trace (MetaSchedule trace
 JSON), costs (s), error_kind, error_msg, timestamp (unix s), build_s, run_s, measure_s,
-search_s, fit_s, tuner, flop``.
+search_s, fit_s, tuner, flop, round, threads`` (threads the kernel ran on).
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ class Record:
     tuner: str = ""
     flop: float = 0.0
     round: int = 0
+    #: threads the kernel was timed with (0: not run, or a record written before the count was
+    #: set explicitly, when TVM's runtime defaulted to half the cores: 1 on a 2-core machine)
+    threads: int = 0
     version: int = RECORD_VERSION
 
     @property
@@ -94,7 +97,7 @@ class Record:
                    trace=trace, costs=list(result.costs), error_kind=result.error_kind, error_msg=result.error_msg,
                    timestamp=result.timestamp, build_s=result.build_s, run_s=result.run_s,
                    measure_s=result.measure_s, search_s=result.search_s, fit_s=result.fit_s, tuner=tuner, flop=task.flop,
-                   round=result.round)
+                   round=result.round, threads=result.threads)
 
 
 def _check_path(path) -> None:

@@ -1,0 +1,109 @@
+"""The thread count kernels are timed and run with: the target's ``num-cores``, in every process.
+
+TVM's runtime thread pool takes ``hardware_concurrency() / 2`` threads on x86 when neither
+``TVM_NUM_THREADS`` nor ``OMP_NUM_THREADS`` is set (``src/runtime/threading_backend.cc``,
+``MaxConcurrency``: "ignore hyper-threading"), so on a 2-core machine without SMT every kernel
+runs on ONE thread while the target says ``num-cores`` 2 and PyTorch uses 2
+(shared/reference/kernel-quality.md: the same conv2d kernel at 130 GFLOPS on 1 thread, 250 on 2).
+The pool reads that variable once, when it is first used, and caps every later
+``runtime.config_threadpool`` call at it. So:
+
+* :func:`thread_count` is the count a target asks for (``num-cores``; the usable cores for a
+  target without it).
+* :func:`use_threads` sets this process's TVM pool (and, optionally, PyTorch's intra-op pool) to
+  ``n`` threads and returns the count TVM reports afterwards. Call it before kernels run: the
+  runner's worker processes call it in their initializer, ``release tune``'s final check,
+  the whole-model VM and every PyTorch reference call it too.
+* Process state is touched only by these explicit calls (no import-time side effects).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+#: environment variable TVM's runtime reads for its thread-pool size
+ENV = "TVM_NUM_THREADS"
+
+
+def thread_count(target) -> int:
+    """Threads a kernel of ``target`` should run with.
+
+    Parameters
+    ----------
+    target : tvm.target.Target, str or dict
+        Anything :func:`release.target.resolve_target` accepts.
+
+    Returns
+    -------
+    int
+        The target's ``num-cores`` attribute (LLVM targets), else the usable cores of this
+        machine (:func:`release.target.host_cores`; for a GPU target this is the host's
+        thread count, which only its host-side code uses). At least 1.
+    """
+    from .target import host_cores, resolve_target
+
+    target = resolve_target(target)
+    n = target.attrs.get("num-cores") if target.kind.name == "llvm" else None
+    try:
+        n = int(n) if n is not None else 0
+    except (TypeError, ValueError):
+        n = 0
+    return max(1, n or host_cores())
+
+
+def runtime_threads() -> int:
+    """Threads TVM's runtime pool of this process uses (``tvm.runtime.num_threads()``)."""
+    import tvm
+
+    return int(tvm.runtime.num_threads())
+
+
+def use_threads(n: int, torch_too: bool = False) -> int:
+    """Make this process run TVM kernels (and optionally PyTorch ops) on ``n`` threads.
+
+    Sets ``TVM_NUM_THREADS`` (the pool's cap, read once when TVM's pool first starts), then asks
+    the running pool for ``n`` workers (``runtime.config_threadpool(0, n)``) when it has another
+    count. Child processes started afterwards (build and run workers) inherit the variable.
+
+    Parameters
+    ----------
+    n : int
+        Threads, at least 1.
+    torch_too : bool
+        Also ``torch.set_num_threads(n)`` (for a PyTorch reference timed beside TVM's kernels).
+        Default False.
+
+    Returns
+    -------
+    int
+        The thread count TVM reports afterwards. It is less than ``n`` only when TVM's pool was
+        started earlier in this process with a lower cap (a kernel ran before this call); a
+        warning then names the fix (set ``TVM_NUM_THREADS`` before the first kernel runs).
+
+    Raises
+    ------
+    ValueError
+        ``n`` < 1.
+    """
+    import tvm
+
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"thread count {n} must be at least 1")
+    os.environ[ENV] = str(n)
+    got = runtime_threads()
+    if got != n:
+        tvm.get_global_func("runtime.config_threadpool")(0, n)
+        got = runtime_threads()
+    if got != n:
+        logger.warning("TVM's thread pool runs %d threads, not %d: it was started before the thread count was set; "
+                       "set %s=%d in the environment before running", got, n, ENV, n)
+    if torch_too:
+        import torch
+
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
+    return got
