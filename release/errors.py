@@ -59,3 +59,8 @@ class GraphError(ReleaseError):
 
 class ModelError(ReleaseError):
     """A model that cannot be imported: export failure, unsupported operator, bad ONNX file."""
+
+
+class AliasError(ReleaseError, ImportError):
+    """The ``tvm.autotvm`` alias (``release.tvm_autotvm``) cannot be installed, or a name asked of it
+    needs Relay or AutoTVM's templates, which TVM removed in 0.20."""
