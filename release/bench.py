@@ -175,8 +175,15 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
     (runs of different tuners happen hours apart on a shared machine; their logged GFLOPS carry
     that drift). Same builder and runner settings as the runs.
 
-    Returns ``{workload: {"TUNER|SEED": GFLOPS}}`` (per config the median over rounds, per run the
-    best of its configs) and writes ``<out>/remeasure.json``; :func:`report` reads it.
+    Kernels run on the target's ``num-cores`` threads, and PyTorch's operator is timed in every round
+    on the same threads (the side-by-side reference). A config's figure is its fastest cost over the
+    rounds (each cost the mean of ``number`` runs), as the PyTorch reference is the fastest of its
+    runs: on a shared machine the fastest time is the least disturbed one (shared/reference/
+    kernel-quality.md); the median over rounds is kept too.
+
+    Returns ``{workload: {"TUNER|SEED": GFLOPS}}`` (per run the best of its configs) and writes
+    ``<out>/remeasure.json`` (also ``gflops_median``, ``pytorch_gflops`` and ``threads``);
+    :func:`report` reads it.
     """
     from .measure import load_records
     from .measure.measure import Measurer
@@ -185,6 +192,9 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
 
     rng = np.random.default_rng(seed)
     out: dict = {}
+    out_median: dict = {}
+    refs: dict = {}
+    threads = thread_count(cfg.target)
     opt = _measure_option(cfg)
     try:
         for w in cfg.workloads:
@@ -200,23 +210,32 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
                 continue
             measurer = Measurer(task, opt)
             costs: dict = {}
+            ref: list = []
             for _ in range(rounds):
                 order = rng.permutation(len(items))
                 for res in measurer.measure(list(dict.fromkeys(items[i][1] for i in order))):
                     if res.ok:
-                        costs.setdefault(tuple(res.config), []).append(res.mean_cost)
+                        costs.setdefault(tuple(res.config), []).extend(res.costs)
+                try:
+                    ref.append(torch_reference_gflops(w, threads=threads, task=task))
+                except Exception as err:  # noqa: BLE001 - the reference line is optional
+                    logger.warning("no PyTorch reference for %s: %s", w, err)
             best: dict = {}
+            best_med: dict = {}
             for run, c in items:
                 if tuple(c) in costs:
-                    best[run] = max(best.get(run, 0.0), task.flop / float(np.median(costs[tuple(c)])) / 1e9)
-            out[w] = best
+                    best[run] = max(best.get(run, 0.0), task.flop / float(np.min(costs[tuple(c)])) / 1e9)
+                    best_med[run] = max(best_med.get(run, 0.0), task.flop / float(np.median(costs[tuple(c)])) / 1e9)
+            out[w], out_median[w] = best, best_med
+            if ref:
+                refs[w] = float(np.max(ref))
     finally:
         opt["builder"].close()
         opt["runner"].close()
     os.makedirs(cfg.out, exist_ok=True)
     with open(os.path.join(cfg.out, "remeasure.json"), "w") as f:
-        json.dump({"top": top, "rounds": rounds, "n_trial": cfg.n_trial, "gflops": out, "threads": opt["runner"].threads
-                   or thread_count(cfg.target)}, f, indent=1)
+        json.dump({"top": top, "rounds": rounds, "n_trial": cfg.n_trial, "statistic": "fastest", "gflops": out,
+                   "gflops_median": out_median, "pytorch_gflops": refs, "threads": threads}, f, indent=1)
     return out
 
 
@@ -330,7 +349,7 @@ def bootstrap_geomean(per_task_seed: dict[str, list[float]], n_boot: int = 2000,
     return est, float(lo), float(hi)
 
 
-def torch_reference_gflops(workload: str, repeat: int = 30, threads: int | None = None) -> float:
+def torch_reference_gflops(workload: str, repeat: int = 30, threads: int | None = None, task=None) -> float:
     """GFLOPS of the same operator in PyTorch (eager, this CPU), fastest of ``repeat`` runs
     (the fastest run is the least disturbed on a shared machine), on ``threads`` intra-op threads
     (``torch.set_num_threads``; the benchmark passes the target's ``num-cores``, the count TVM's
@@ -344,7 +363,7 @@ def torch_reference_gflops(workload: str, repeat: int = 30, threads: int | None 
     from .workloads import get_workload
 
     w = get_workload(workload)
-    task = create_task(workload)
+    task = task if task is not None else create_task(workload)
     xs = [torch.from_numpy(x) for x in task.random_inputs()]
     p = w.params
     if w.op == "conv2d":
@@ -405,6 +424,7 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
                                         for k in ("search_s", "fit_s", "measure_s")}
     remeasured: dict = {}
     rem_threads = None
+    rem_refs: dict = {}
     rem_path = os.path.join(cfg.out, "remeasure.json")
     if os.path.exists(rem_path):
         with open(rem_path) as f:
@@ -412,6 +432,7 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
         if rem.get("n_trial") == cfg.n_trial:
             remeasured = rem["gflops"]
             rem_threads = rem.get("threads", 0)
+            rem_refs = rem.get("pytorch_gflops", {})
     per_task: dict = {}
     for w in cfg.workloads:
         per_task[w] = {}
@@ -439,8 +460,10 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
     threads = thread_count(cfg.target)
     logged_threads = sorted({int(r.threads) for w in cfg.workloads for t in cfg.tuners for s in cfg.seeds
                              for r in load_records(log_path(cfg, w, t, s))[: cfg.n_trial] if r.ok})
-    refs = {}
+    refs = dict(rem_refs)  # timed beside the kernels in the re-measurement, when there is one
     for w in cfg.workloads:
+        if w in refs:
+            continue
         try:
             refs[w] = torch_reference_gflops(w, threads=threads)
         except Exception as err:  # noqa: BLE001 - the reference line is optional
@@ -555,10 +578,15 @@ def markdown(result: dict) -> str:
         ws = list(rem)
         lines += ["### Median best GFLOPS over seeds, re-measured together (`release bench --remeasure`)", "",
                   "Each run's 3 best configs re-timed, all runs of a task interleaved, 3 rounds: the same "
-                  "machine load for every tuner.", "", "| tuner | " + " | ".join(ws) + " |", "|---|" + "---|" * len(ws)]
+                  "machine load for every tuner. " + ("Fastest cost over the rounds; the PyTorch row was timed in the "
+                  "same rounds on the same threads." if result.get("threads", {}).get("remeasured") else
+                  "Median over the rounds."), "", "| tuner | " + " | ".join(ws) + " |", "|---|" + "---|" * len(ws)]
+        refs = result.get("pytorch_gflops", {})
         for t in dict.fromkeys(t for w in ws for t in rem[w]):
-            lines.append(f"| {t} | " + " | ".join(_fmt(rem[w].get(t)) for w in ws) + " |")
-        lines.append("")
+            lines.append(f"| {t} | " + " | ".join(
+                _fmt(rem[w].get(t)) + (f" ({rem[w][t] / refs[w]:.2f}x PyTorch)" if refs.get(w) and rem[w].get(t) else "")
+                for w in ws) + " |")
+        lines += ["| PyTorch (eager, this CPU) | " + " | ".join(_fmt(refs.get(w)) for w in ws) + " |", ""]
     for w, tuners in result["per_task"].items():
         ref = result["pytorch_gflops"].get(w)
         lines += [f"## {w}" + (f" (PyTorch: {ref:.1f} GFLOPS)" if ref else ""), "",
