@@ -1,0 +1,700 @@
+#!/usr/bin/env python3
+"""CUDA on a lent GPU (issue 20): tune, re-time against PyTorch, check outputs; or dry-run on a CPU.
+
+One driver, called by ``benchmarks/cuda/run_device.sh`` step by step (each step under its own
+``timeout``) so that a run cut short still leaves its partial results:
+
+``env``
+    Machine, driver, CUDA and library versions -> ``OUT/env.json``.
+``dry-run``
+    Every step up to the first CUDA launch, on any machine (no GPU needed): CUDA tasks, knob
+    spaces, legality of sampled configs (MetaSchedule's GPU postprocessors: thread bindings,
+    shared memory, ``VerifyGPUCode``), kernels compiled to CUDA through the tuning build pool
+    (NVRTC or nvcc), each tuner's first proposals, the PyTorch reference operators (on the CPU)
+    against each task's reference, and the runner's device check (where a machine without a GPU
+    stops) -> ``OUT/dryrun.json``.
+``tune``
+    ``WORKLOADS x TUNERS`` at an equal trial budget through the local builder and runner, one
+    log per run (``LOGS/<workload>.<tuner>.s<seed>.jsonl``, every measurement flushed as it
+    completes), each run capped in wall time; all runs share one build pool (the CUDA tensor
+    intrinsics are imported once per worker, not once per run) -> ``OUT/tune.json``.
+``retime``
+    Every run's best record compiled by TVM's ``compile_tir`` from its log, run on the GPU and
+    checked against the task's reference, then timed side by side with PyTorch's operator on the
+    same GPU (``conv2d``: cuDNN, ``linear``: cuBLAS; strict FP32, TF32 shown apart), all kernels of
+    a workload interleaved over ``--rounds`` -> ``OUT/retime.json``.
+``model``
+    Optional (``RELEASE_CUDA_MODEL=1``): a short ``tune-model`` of ResNet-18 on CUDA, compiled
+    with ``compile_relax``, checked and timed on the GPU against PyTorch CUDA eager ->
+    ``OUT/model.json``.
+
+Every figure written is measured by this script on the machine named in ``env.json``; a step
+that cannot run (no GPU, no CUDA PyTorch) writes why instead of a figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+WORKLOADS = ["resnet18.conv2d.6", "bert-base.dense.2"]
+TUNERS = ["xgb", "release+", "ms-evolutionary"]
+#: the CLI's ``cuda`` alias: sm_90 with the H100/H200 limits MetaSchedule needs (release.target)
+TARGET = "cuda"
+
+
+def log(msg: str) -> None:
+    """Progress line with a wall-clock stamp (stdout, flushed: a killed step still shows it)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def write_json(path: str, obj) -> None:
+    """Write ``obj`` to ``path`` atomically (a kill mid-write leaves the previous version)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, default=str, allow_nan=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _cmd(argv: list[str], timeout: float = 30.0) -> str:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        return (p.stdout + p.stderr).strip()
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"unavailable: {err}"
+
+
+def gpu_present() -> bool:
+    """True if TVM's CUDA runtime sees device 0."""
+    import tvm
+
+    try:
+        return bool(tvm.cuda(0).exist)
+    except Exception:  # noqa: BLE001 - no CUDA runtime library at all
+        return False
+
+
+def cuda_compile_mode() -> str:
+    """How TVM compiles CUDA C here: ``nvrtc`` (cuda-bindings importable, TVM's default) or ``nvcc``."""
+    mode = os.environ.get("TVM_CUDA_COMPILE_MODE", "")
+    if mode:
+        return mode
+    try:
+        import cuda.bindings.nvrtc  # noqa: F401
+
+        return "nvrtc"
+    except ImportError:
+        return "nvcc"
+
+
+# ------------------------------------------------------------------------------------------- env
+def cmd_env(args) -> int:
+    import importlib.metadata as md
+
+    info: dict = {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": sys.version,
+                  "executable": sys.executable, "platform": platform.platform(), "cores": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            info["cpu"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+    except OSError:
+        info["cpu"] = ""
+    vers = {}
+    for pkg in ("apache-tvm", "apache-tvm-ffi", "torch", "xgboost", "xgboost-cpu", "numpy", "scipy",
+                "scikit-learn", "cuda-bindings", "tornado", "pytest", "release-tvm"):
+        try:
+            vers[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            vers[pkg] = None
+    info["versions"] = vers
+    info["nvidia_smi"] = _cmd(["nvidia-smi"])
+    info["nvidia_smi_query"] = _cmd(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm,"
+                                     "clocks.max.mem,power.limit", "--format=csv"])
+    info["nvcc"] = _cmd(["nvcc", "--version"]) if shutil.which("nvcc") else "nvcc not on PATH"
+    info["cuda_compile_mode"] = cuda_compile_mode()
+    info["LD_LIBRARY_PATH"] = os.environ.get("LD_LIBRARY_PATH", "")
+    import tvm
+
+    from release.target import resolve_target, target_to_json
+
+    info["tvm_cuda"] = {"exist": gpu_present()}
+    if info["tvm_cuda"]["exist"]:
+        dev = tvm.cuda(0)
+        for attr in ("device_name", "compute_version", "multi_processor_count", "max_shared_memory_per_block",
+                     "max_threads_per_block", "warp_size", "max_clock_rate"):
+            try:
+                info["tvm_cuda"][attr] = getattr(dev, attr)
+            except Exception as err:  # noqa: BLE001 - an attribute this TVM does not have
+                info["tvm_cuda"][attr] = f"unavailable: {err}"[:200]
+    info["target"] = target_to_json(resolve_target(args.target))
+    try:
+        import torch
+
+        info["torch"] = {"version": torch.__version__, "cuda_build": torch.version.cuda,
+                         "cuda_available": torch.cuda.is_available()}
+        if torch.cuda.is_available():
+            info["torch"].update(device=torch.cuda.get_device_name(0),
+                                 capability=list(torch.cuda.get_device_capability(0)),
+                                 cudnn=torch.backends.cudnn.version())
+    except Exception as err:  # noqa: BLE001
+        info["torch"] = {"error": f"{type(err).__name__}: {err}"}
+    write_json(os.path.join(args.out, "env.json"), info)
+    log(f"env: tvm {vers['apache-tvm']}, torch {info['torch'].get('version')} (CUDA "
+        f"{info['torch'].get('cuda_available')}), TVM sees GPU: {info['tvm_cuda']['exist']}, "
+        f"CUDA compile: {info['cuda_compile_mode']}")
+    return 0
+
+
+# -------------------------------------------------------------------------------- torch reference
+def torch_op(workload: str, inputs, device: str):
+    """The PyTorch operator equal to ``workload`` on ``inputs`` (NumPy arrays in argument order).
+
+    Returns ``(f, tensors)``: ``f()`` computes the output from the tensors already on ``device``
+    (``conv2d``: ``torch.nn.functional.conv2d``, cuDNN on CUDA; ``dense``: ``linear``, cuBLAS;
+    ``matmul``: ``@``).
+    """
+    import torch
+
+    from release.workloads import get_workload
+
+    w = get_workload(workload)
+    p = w.params
+    xs = [torch.from_numpy(x).to(device) for x in inputs]
+    if w.op == "conv2d":
+        def f():
+            return torch.nn.functional.conv2d(xs[0], xs[1], stride=p["stride"], padding=p["pad"])
+    elif w.op == "dense":
+        def f():
+            return torch.nn.functional.linear(xs[0], xs[1])
+    else:
+        def f():
+            return xs[0] @ xs[1]
+    return f, xs
+
+
+def torch_cuda_ms(f, number: int = 50, repeat: int = 5) -> list[float]:
+    """``repeat`` means (ms) of ``number`` back-to-back launches of ``f``, timed by CUDA events."""
+    import torch
+
+    with torch.no_grad():
+        for _ in range(5):
+            f()
+        torch.cuda.synchronize()
+        out = []
+        for _ in range(repeat):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(number):
+                f()
+            b.record()
+            torch.cuda.synchronize()
+            out.append(a.elapsed_time(b) / number)
+    return out
+
+
+# -------------------------------------------------------------------------------------- dry run
+def cmd_dry_run(args) -> int:
+    """Every step up to the first CUDA launch (see the module docstring)."""
+    import numpy as np
+    import tvm
+
+    from release.errors import MeasureError, ReleaseError
+    from release.measure import LocalBuilder, LocalRunner
+    from release.measure.measure import ErrorKind
+    from release.task import create_task
+    from release.tuners import get_tuner
+
+    res: dict = {"target": args.target, "workloads": {}, "cuda_compile_mode": cuda_compile_mode(),
+                 "gpu_present": gpu_present()}
+    path = os.path.join(args.out, "dryrun.json")
+    builder = None if args.no_pool else LocalBuilder(n_parallel=args.n_parallel, timeout=120)
+    ok = True
+    try:
+        for wname in args.workloads:
+            r: dict = {}
+            res["workloads"][wname] = r
+            t0 = time.perf_counter()
+            task = create_task(wname, args.target)
+            sp = task.config_space
+            r["space_s"] = round(time.perf_counter() - t0, 2)
+            r.update(target=task.target_json, n_spaces=len(sp.spaces), n_knobs=sp.n_knobs, size=float(sp.size),
+                     knob_kinds=sorted({k.kind for k in sp.knobs}), gflop=task.flop / 1e9)
+            log(f"dry-run {wname}: {len(sp.spaces)} design spaces, {sp.n_knobs} knobs, {sp.size:.3g} configs "
+                f"({r['space_s']} s)")
+            # legality of random configs under the GPU postprocessors
+            rng = np.random.default_rng(args.seed)
+            t0 = time.perf_counter()
+            valid, reasons, tried = [], {}, 0
+            for c in sp.sample(args.n_sample, rng):
+                tried += 1
+                good, why = sp.is_valid(c)
+                if good:
+                    valid.append(tuple(int(x) for x in c))
+                else:
+                    key = why.split(":")[0][:80]
+                    reasons[key] = reasons.get(key, 0) + 1
+                if len(valid) >= args.n_build:
+                    break
+            r.update(sampled=tried, valid=len(valid), invalid_reasons=reasons,
+                     sample_s=round(time.perf_counter() - t0, 2))
+            log(f"dry-run {wname}: {len(valid)} valid of {tried} random configs; invalid: {reasons}")
+            if not valid:
+                ok = False
+                continue
+            # CUDA source of one kernel, then the tuning build pool (what `release tune` does)
+            sch = sp.apply(valid[0])
+            t0 = time.perf_counter()
+            lib = tvm.compile(sch.mod, target=task.target)
+            src = lib.mod.imports[0].inspect_source() if lib.mod.imports else ""
+            r.update(compile_s=round(time.perf_counter() - t0, 2), cuda_source_chars=len(src),
+                     has_global_kernel="__global__" in src)
+            ok &= "__global__" in src
+            log(f"dry-run {wname}: CUDA source {len(src)} chars (__global__: {'__global__' in src}), "
+                f"compiled in {r['compile_s']} s")
+            if builder is not None:
+                t0 = time.perf_counter()
+                built = builder.build([sp.apply(c).mod for c in valid], task.target_json)
+                r["build_pool_s"] = round(time.perf_counter() - t0, 2)
+                r["builds"] = [{"config": list(c), "ok": kind == ErrorKind.NONE, "error": msg[:200],
+                                "bytes": os.path.getsize(p) if p and os.path.exists(p) else 0,
+                                "build_s": round(s, 3)} for c, (p, s, kind, msg) in zip(valid, built)]
+                n_ok = sum(b["ok"] for b in r["builds"])
+                ok &= n_ok == len(valid)
+                log(f"dry-run {wname}: {n_ok}/{len(valid)} built by the tuning build pool in {r['build_pool_s']} s")
+            # each tuner's first proposals (search, no measurement)
+            r["tuners"] = {}
+            for tname in args.tuners:
+                t0 = time.perf_counter()
+                try:
+                    kw = {"plan_size": args.plan_size} if args.plan_size else {}
+                    tuner = get_tuner(tname, task, seed=args.seed, **kw)
+                    batch = tuner.next_batch(args.n_build)
+                    good = sum(sp.is_valid(c)[0] for c in batch)
+                    r["tuners"][tname] = {"proposed": len(batch), "valid": int(good),
+                                          "seconds": round(time.perf_counter() - t0, 2)}
+                except Exception as err:  # noqa: BLE001 - recorded, the dry run goes on
+                    ok = False
+                    r["tuners"][tname] = {"error": f"{type(err).__name__}: {err}"[:400]}
+                log(f"dry-run {wname}: tuner {tname}: {r['tuners'][tname]}")
+            # PyTorch's operator (on the CPU here) against the task's reference: the retime step's op is right
+            inputs = task.random_inputs(0)
+            f, _ = torch_op(wname, inputs, "cpu")
+            import torch
+
+            with torch.no_grad():
+                got = f().numpy()
+            want = task.reference(inputs)
+            r["torch_ref_max_abs_err"] = float(np.max(np.abs(got - want)))
+            ok &= bool(np.allclose(got, want, rtol=1e-3, atol=1e-3))
+            # where a machine without a GPU stops: the runner's device check
+            try:
+                LocalRunner().check_device(task.target)
+                r["device_check"] = "GPU present: runs would start here"
+            except MeasureError as err:
+                r["device_check"] = f"stops before the first CUDA launch: {err}"
+            log(f"dry-run {wname}: torch reference max abs err {r['torch_ref_max_abs_err']:.2e}; {r['device_check']}")
+            write_json(path, res)
+    except ReleaseError as err:
+        ok = False
+        res["error"] = str(err)
+    finally:
+        if builder is not None:
+            builder.close()
+    res["ok"] = bool(ok)
+    write_json(path, res)
+    log(f"dry-run {'passed' if ok else 'FAILED'}: {path}")
+    return 0 if ok else 1
+
+
+# ------------------------------------------------------------------------------------------ tune
+class RunDeadline(Exception):
+    """Raised by :class:`Deadline` to end one tuning run (its records are already in its log)."""
+
+
+class Deadline:
+    """Tuning callback that ends a run once ``seconds`` of wall time have passed since it started.
+
+    Safe mid-batch: ``Measurer.measure`` calls callbacks after builds finished, between runs.
+    """
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.t_end = float("inf")
+
+    def start(self, tuner, n_trial) -> None:  # noqa: ARG002 - Tuner.tune's callback protocol
+        self.t_end = time.time() + self.seconds
+
+    def __call__(self, tuner, inputs, results) -> None:  # noqa: ARG002
+        if time.time() > self.t_end:
+            raise RunDeadline()
+
+
+class Progress:
+    """Tuning callback printing one line every ``every`` trials (a killed run shows how far it got)."""
+
+    def __init__(self, prefix: str, every: int = 16):
+        self.prefix, self.every, self.last = prefix, every, 0
+
+    def __call__(self, tuner, inputs, results) -> None:  # noqa: ARG002
+        if tuner.trials - self.last >= self.every:
+            self.last = tuner.trials
+            log(f"{self.prefix}: {tuner.trials} trials, best {tuner.best_gflops:.1f} GFLOPS")
+
+
+def log_path(logs: str, workload: str, tuner: str, seed: int) -> str:
+    return os.path.join(logs, f"{workload}.{tuner}.s{seed}.jsonl")
+
+
+HARD_CAP_EXIT = 75  # tune's exit status when its watchdog ended a run whose search ran past the cap
+
+
+def _run_summary(lp: str, wname: str, tname: str, tuner, wall: float, stopped: str, logs: str) -> dict:
+    from release.measure import load_records
+
+    recs = load_records(lp) if os.path.exists(lp) else []
+    okr = [r for r in recs if r.ok]
+    best = max(okr, key=lambda r: r.gflops) if okr else None
+    errors: dict = {}
+    for r in recs:
+        if not r.ok:
+            errors[r.error_kind] = errors.get(r.error_kind, 0) + 1
+
+    def tsec(name):
+        v = getattr(tuner, name, None) if tuner is not None else None
+        return round(float(v), 2) if v is not None else None
+
+    return {"workload": wname, "tuner": tname, "log": os.path.relpath(lp, logs), "records": len(recs),
+            "trials": int(getattr(tuner, "trials", 0) or 0) if tuner is not None else len(okr), "ok": len(okr),
+            "errors": errors, "best_gflops": best.gflops if best else None,
+            "best_ms": best.mean_cost * 1e3 if best else None, "wall_s": round(wall, 1), "stopped_by": stopped,
+            "time_search_s": tsec("time_search"), "time_fit_s": tsec("time_fit"),
+            "time_measure_s": tsec("time_measure")}
+
+
+def cmd_tune(args) -> int:
+    """Tune every (workload, tuner); resumable: runs already in ``OUT/tune.json`` are skipped.
+
+    A run ends at ``--trials`` or, checked after each measurement, at ``--run-seconds``. A search
+    that runs past ``--run-seconds + --grace`` without returning (MetaSchedule's evolutionary
+    search is one C++ call) is ended by a watchdog that records the run and exits with
+    ``HARD_CAP_EXIT``; run_device.sh then calls ``tune`` again for the remaining runs.
+    """
+    import threading
+
+    from release.measure import LocalBuilder, LocalRunner, log_to_file, measure_option
+    from release.task import create_task
+    from release.tuners import get_tuner
+
+    os.makedirs(args.logs, exist_ok=True)
+    path = os.path.join(args.out, "tune.json")
+    summary = {"target": args.target, "n_trial": args.trials, "plan_size": args.plan_size,
+               "run_seconds": args.run_seconds, "seed": args.seed, "cores": os.cpu_count(),
+               "runner": dict(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms),
+               "runs": {}}
+    if os.path.exists(path):
+        prev = json.load(open(path))
+        if all(prev.get(k) == summary[k] for k in ("target", "n_trial", "plan_size", "seed")):
+            summary["runs"] = prev.get("runs", {})
+    todo = [(w, t) for w in args.workloads for t in args.tuners if f"{w}|{t}" not in summary["runs"]]
+    if not todo:
+        log("tune: every run is already in tune.json")
+        return 0
+    current: dict = {}
+
+    def watchdog():
+        while True:
+            time.sleep(1.0)
+            c = dict(current)
+            if c and time.time() > c["t0"] + args.run_seconds + args.grace:
+                summary["runs"][c["key"]] = _run_summary(
+                    c["log"], c["workload"], c["tuner"], None, time.time() - c["t0"],
+                    f"hard cap: no result for {args.grace:.0f} s past the {args.run_seconds:.0f} s cap "
+                    "(a search that does not return); process ended", args.logs)
+                write_json(path, summary)
+                log(f"tune {c['key']}: ended by the watchdog")
+                os._exit(HARD_CAP_EXIT)
+
+    threading.Thread(target=watchdog, daemon=True).start()
+    opt = measure_option(LocalBuilder(n_parallel=args.n_parallel, timeout=args.build_timeout),
+                         LocalRunner(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                                     timeout=args.run_timeout))
+    tasks: dict = {}
+    try:
+        for wname, tname in todo:
+            if wname not in tasks:
+                t0 = time.perf_counter()
+                task = tasks[wname] = create_task(wname, args.target)
+                opt["runner"].check_device(task.target)
+                sp = task.config_space
+                log(f"tune {wname}: {len(sp.spaces)} design spaces, {sp.n_knobs} knobs, {sp.size:.3g} configs, "
+                    f"{task.flop / 1e9:.3f} GFLOP ({time.perf_counter() - t0:.1f} s)")
+            task = tasks[wname]
+            key = f"{wname}|{tname}"
+            lp = log_path(args.logs, wname, tname, args.seed)
+            # plan size = configs per round (ms-evolutionary: its generation, num_trials_per_iter);
+            # ms-evolutionary searches on every core, as tune_tir does by default
+            kw = {"plan_size": args.plan_size} if args.plan_size else {}
+            if tname == "ms-evolutionary":
+                kw["num_threads"] = os.cpu_count() or 1
+            t0 = time.time()
+            stopped = "budget"
+            tuner = None
+            current.update(key=key, t0=t0, log=lp, workload=wname, tuner=tname)
+            try:
+                tuner = get_tuner(tname, task, seed=args.seed, **kw)
+                tuner.tune(args.trials, opt, callbacks=[log_to_file(lp), Progress(f"{wname} {tname}"),
+                                                         Deadline(args.run_seconds)])
+            except RunDeadline:
+                stopped = f"time cap {args.run_seconds:.0f} s"
+            except Exception as err:  # noqa: BLE001 - record it, go on with the next run
+                stopped = f"error: {type(err).__name__}: {err}"[:500]
+                traceback.print_exc()
+            current.clear()
+            summary["runs"][key] = _run_summary(lp, wname, tname, tuner, time.time() - t0, stopped, args.logs)
+            write_json(path, summary)
+            r = summary["runs"][key]
+            log(f"tune {key}: {r['ok']} ok of {r['records']} records, best {(r['best_gflops'] or 0):.1f} GFLOPS, "
+                f"{r['wall_s']:.0f} s, stopped by {stopped}")
+    finally:
+        opt["builder"].close()
+        opt["runner"].close()
+    write_json(path, summary)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- retime
+def cmd_retime(args) -> int:
+    import numpy as np
+    import tvm
+    from tvm.s_tir.meta_schedule.tir_integration import compile_tir
+
+    from release.measure import apply_history_best, load_records
+    from release.task import create_task
+
+    out = {"rounds": args.rounds, "workloads": {}}
+    path = os.path.join(args.out, "retime.json")
+    if not gpu_present():
+        out["skipped"] = "no CUDA device visible to TVM: nothing re-timed"
+        write_json(path, out)
+        log(out["skipped"])
+        return 0
+    dev = tvm.cuda(0)
+    try:
+        import torch
+
+        torch_cuda = torch.cuda.is_available()
+        torch_why = "" if torch_cuda else f"torch {torch.__version__} sees no CUDA device (a CPU build?)"
+    except Exception as err:  # noqa: BLE001
+        torch_cuda, torch_why = False, f"torch not importable: {err}"
+    out["torch"] = {"cuda": torch_cuda, "why_not": torch_why}
+    for wname in args.workloads:
+        task = create_task(wname, args.target)
+        inputs = task.random_inputs(0)
+        want = task.reference(inputs)
+        shape, dtype = task.output_shape()
+        w: dict = {"gflop": task.flop / 1e9, "kernels": {}}
+        out["workloads"][wname] = w
+        timers = {}
+        for tname in args.tuners:
+            lp = log_path(args.logs, wname, tname, args.seed)
+            entry: dict = {}
+            w["kernels"][tname] = entry
+            if not os.path.exists(lp) or not any(r.ok for r in load_records(lp)):
+                entry["error"] = "no successful record in the log"
+                continue
+            try:
+                db = apply_history_best(lp).database([task])
+                sch = compile_tir(db, task.mod, task.target)
+                lib = tvm.compile(sch.mod, target=task.target)
+                args_dev = [tvm.runtime.tensor(x, dev) for x in inputs]
+                o = tvm.runtime.tensor(np.zeros(shape, dtype=dtype), dev)
+                lib["main"](*args_dev, o)
+                dev.sync()
+                got = o.numpy()
+                err = float(np.max(np.abs(got - want)))
+                entry.update(max_abs_err=err, correct=bool(np.allclose(got, want, rtol=1e-3, atol=1e-3)),
+                             logged_gflops=max(r.gflops for r in load_records(lp) if r.ok))
+                f = lib.time_evaluator("main", dev, number=args.number, repeat=1, min_repeat_ms=args.min_repeat_ms)
+                timers[tname] = (lambda f=f, a=args_dev, o=o: f(*a, o).mean * 1e3)
+            except Exception as err:  # noqa: BLE001
+                entry["error"] = f"{type(err).__name__}: {err}"[:500]
+        if torch_cuda:
+            for label, tf32 in (("torch", False), ("torch-tf32", True)):
+                ft, _ = torch_op(wname, inputs, "cuda")
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                torch.backends.cudnn.allow_tf32 = tf32
+                with torch.no_grad():
+                    got = ft().cpu().numpy()
+                err = float(np.max(np.abs(got - want)))
+                w["kernels"][label] = {"max_abs_err": err, "tf32": tf32,
+                                       "correct": bool(np.allclose(got, want, rtol=1e-3, atol=1e-3))}
+
+                def tt(ft=ft, tf32=tf32):
+                    torch.backends.cuda.matmul.allow_tf32 = tf32
+                    torch.backends.cudnn.allow_tf32 = tf32
+                    return float(np.mean(torch_cuda_ms(ft, number=args.torch_number, repeat=1)))
+                timers[label] = tt
+        # interleave: every kernel once per round, in a shuffled order
+        rng = np.random.default_rng(args.seed)
+        ms: dict = {k: [] for k in timers}
+        names = list(timers)
+        for _ in range(args.rounds):
+            for i in rng.permutation(len(names)):
+                ms[names[i]].append(timers[names[i]]())
+        for k, v in ms.items():
+            med = float(np.median(v))
+            w["kernels"][k].update(ms_per_round=v, median_ms=med, gflops=task.flop / (med * 1e-3) / 1e9)
+        if "torch" in ms:
+            for k in ms:
+                w["kernels"][k]["speedup_vs_torch_fp32"] = float(np.median(ms["torch"])) / float(np.median(ms[k]))
+        write_json(path, out)
+        for k, e in w["kernels"].items():
+            log(f"retime {wname} {k}: " + (f"{e['median_ms']:.4f} ms, {e['gflops']:.0f} GFLOPS, max abs err "
+                                           f"{e.get('max_abs_err', float('nan')):.1e}" if "median_ms" in e
+                                           else e.get("error", "not timed")))
+    write_json(path, out)
+    return 0
+
+
+# ----------------------------------------------------------------------------------------- model
+def cmd_model(args) -> int:
+    """Optional: ResNet-18 on CUDA, tuned briefly, compiled and checked, against PyTorch CUDA eager."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    from release import model as M
+    from release.measure import LocalBuilder, LocalRunner, apply_history_best, measure_option
+
+    out: dict = {"model": args.model, "tuner": args.tuner, "n_trial": args.trials}
+    path = os.path.join(args.out, "model.json")
+    if not gpu_present():
+        out["skipped"] = "no CUDA device visible to TVM"
+        write_json(path, out)
+        return 0
+    model = M.load_model(args.model)
+    tasks = M.extract_tasks(model, args.target)
+    out["tasks"] = len(tasks)
+    log(f"model {args.model}: {len(tasks)} tasks")
+    opt = measure_option(LocalBuilder(n_parallel=args.n_parallel, timeout=60),
+                         LocalRunner(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms))
+    lp = os.path.join(args.logs, f"{args.model}.{args.tuner}.jsonl")
+    try:
+        res = M.tune_model(tasks, args.trials, lp, tuner=args.tuner, measure_option=opt, progress=False)
+        out["tune_wall_s"] = res.wall_s
+        out["table"] = res.table()
+    finally:
+        opt["builder"].close()
+        opt["runner"].close()
+    write_json(path, out)
+    dev = tvm.cuda(0)
+    ex = M.compile_model(model, args.target, apply_history_best(lp).database(tasks))
+    vm = relax.VirtualMachine(ex, dev)
+    xs = [tvm.runtime.tensor(x, dev) for x in model.inputs]
+    got = M._flatten(vm["main"](*xs))
+    ref = model.reference()
+    out["max_abs_err"] = max(float(np.max(np.abs(g - r))) for g, r in zip(got, ref))
+    t = vm.time_evaluator("main", dev, number=20, repeat=5)(*xs)
+    out["tvm_ms"] = float(np.median(t.results)) * 1e3
+    import torch
+
+    if torch.cuda.is_available():
+        mod = model.torch_module.cuda().eval()
+        ti = [torch.from_numpy(x).cuda() for x in model.inputs]
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        out["torch_ms"] = float(np.median(torch_cuda_ms(lambda: mod(*ti), number=20, repeat=5)))
+    write_json(path, out)
+    log(f"model {args.model}: TVM {out['tvm_ms']:.3f} ms, torch {out.get('torch_ms', float('nan')):.3f} ms, "
+        f"max abs err {out['max_abs_err']:.1e}")
+    return 0
+
+
+def cmd_libdirs(args) -> int:  # noqa: ARG001
+    """Print the folders (``:``-joined) holding CUDA 13's ``libcudart`` / ``libnvrtc``, which TVM's
+    CUDA runtime links: the toolkit's, or the copies PyTorch's ``nvidia-*`` wheels installed."""
+    import glob
+    import site
+
+    roots = ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib"] + site.getsitepackages()
+    seen: list[str] = []
+    for r in roots:
+        for lib in ("libcudart.so.13*", "libnvrtc.so.13*"):
+            for p in glob.glob(os.path.join(r, "**", lib), recursive=True)[:1]:
+                if os.path.dirname(p) not in seen:
+                    seen.append(os.path.dirname(p))
+    print(":".join(seen))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- cli
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def common(q):
+        q.add_argument("--out", default=os.environ.get("OUT", "runs/cuda"), help="results folder")
+        q.add_argument("--logs", default=None, help="tuning logs (default OUT/work/logs)")
+        q.add_argument("--target", default=TARGET, help="TVM target (CLI alias, tag or JSON dict)")
+        q.add_argument("--workloads", nargs="*", default=WORKLOADS)
+        q.add_argument("--tuners", nargs="*", default=TUNERS)
+        q.add_argument("--seed", type=int, default=0)
+        q.add_argument("--n-parallel", type=int, default=None, help="build workers (default: cores)")
+        q.add_argument("--number", type=int, default=3)
+        q.add_argument("--repeat", type=int, default=3)
+        q.add_argument("--min-repeat-ms", type=int, default=20)
+
+    q = sub.add_parser("env")
+    common(q)
+    q = sub.add_parser("dry-run")
+    common(q)
+    q.add_argument("--n-sample", type=int, default=200, help="random configs tried for legality")
+    q.add_argument("--n-build", type=int, default=4, help="valid configs built per workload")
+    q.add_argument("--no-pool", action="store_true",
+                   help="compile in this process only, not through the tuning build pool (its workers "
+                        "each import TVM and the CUDA tensor intrinsics: ~1 min on 2 cores)")
+    q.add_argument("--plan-size", type=int, default=32)
+    q = sub.add_parser("tune")
+    common(q)
+    q.add_argument("--trials", type=int, default=128)
+    q.add_argument("--plan-size", type=int, default=32)
+    q.add_argument("--run-seconds", type=float, default=45.0, help="wall-time cap of one tuning run")
+    q.add_argument("--grace", type=float, default=60.0,
+                   help="seconds past --run-seconds before the watchdog ends a search that does not return")
+    q.add_argument("--build-timeout", type=float, default=60.0)
+    q.add_argument("--run-timeout", type=float, default=10.0)
+    q = sub.add_parser("retime")
+    common(q)
+    q.add_argument("--rounds", type=int, default=5)
+    q.add_argument("--torch-number", type=int, default=100)
+    sub.add_parser("libdirs")
+    q = sub.add_parser("model")
+    common(q)
+    q.add_argument("--model", default="resnet18")
+    q.add_argument("--tuner", default="release+")
+    q.add_argument("--trials", type=int, default=256)
+    args = p.parse_args(argv)
+    if args.cmd == "libdirs":
+        return cmd_libdirs(args)
+    args.logs = args.logs or os.path.join(args.out, "work", "logs")
+    os.makedirs(args.out, exist_ok=True)
+    return {"env": cmd_env, "dry-run": cmd_dry_run, "tune": cmd_tune, "retime": cmd_retime,
+            "model": cmd_model}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
