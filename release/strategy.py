@@ -16,11 +16,13 @@ How it maps MetaSchedule's life cycle onto the AutoTVM-style :class:`release.tun
 - ``pre_tuning``: a :class:`release.task.Task` from the context's module and target, its knob
   space (the same ``post-order-apply`` design spaces MetaSchedule generated), and a fresh tuner;
   records of this workload already in the database are loaded as measured (resume);
-- ``generate_measure_candidates``: ``tuner.next_batch(num_trials_per_iter)`` (random configs until the first
-  fit, then the agent's plan filtered by adaptive sampling), each replayed to a schedule with
-  ``KnobSpace.apply``; ``None`` once ``max_trials`` were measured or nothing new is left;
-- ``notify_runner_results``: run times become :class:`release.measure.MeasureResult` s and go to
-  ``tuner.update`` (the XGBoost model refits after each round's k measurements).
+- ``generate_measure_candidates``: the tuner's session asks (:meth:`release.session.TuningSession.ask`,
+  random configs until the first fit, then the agent's plan filtered by adaptive sampling), each
+  replayed to a schedule with ``KnobSpace.apply`` (an invalid one is observed as such and asked
+  again); ``None`` once ``max_trials`` were measured or nothing new is left;
+- ``notify_runner_results``: run times become :class:`release.measure.MeasureResult` s and are told
+  to the session (:meth:`release.session.TuningSession.tell`: bookkeeping, then the XGBoost model
+  refits after each round's k measurements).
 
 The MetaSchedule cost model handed to ``pre_tuning`` is not used: the agent needs ~64,000 scores
 per round, which only a model over knob configs can give (see :mod:`release.cost_model.xgb`).
@@ -88,18 +90,10 @@ class ReleaseSearchStrategy(PySearchStrategy):
 
     def __init__(self, plan_size: int = 64, optimizer: str = "ppo", sampler: str | None = "adaptive",
                  feature_type: str = "knob", seed: int | None = None, **tuner_kwargs):
-        from .cost_model import check_feature_type
-        from .errors import TunerError
-        from .tuners.release_tuner import OPTIMIZERS
+        from .tuners.presets import preset
 
         # check here, in Python: inside tune_tir an exception reaches the caller as a RuntimeError
-        if isinstance(optimizer, str) and optimizer not in OPTIMIZERS:
-            raise TunerError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}")
-        if isinstance(sampler, str) and sampler != "adaptive":
-            raise TunerError(f"unknown sampler {sampler!r}; choose 'adaptive' or None (measure the whole plan)")
-        if not isinstance(plan_size, int) or plan_size < 1:
-            raise TunerError(f"plan_size={plan_size!r} must be an integer >= 1")
-        check_feature_type(feature_type)
+        preset("release", plan_size=plan_size, optimizer=optimizer, sampler=sampler, feature_type=feature_type).check()
         self.kwargs = dict(plan_size=plan_size, optimizer=optimizer, sampler=sampler, feature_type=feature_type,
                            seed=seed, **tuner_kwargs)
         self.context = None
@@ -132,11 +126,13 @@ class ReleaseSearchStrategy(PySearchStrategy):
                     self.task.config_space.n_knobs, self.max_trials, self.num_trials_per_iter)
 
     def _resume(self, database) -> None:
+        """Tell the session the records of this workload already in ``database``."""
         from .measure.measure import MeasureResult
 
         if not database.has_workload(self.context.mod):
             return
         wl = database.commit_workload(self.context.mod)
+        session = self.tuner.session
         results = []
         for rec in database.get_top_k(wl, 100_000):
             try:
@@ -144,37 +140,38 @@ class ReleaseSearchStrategy(PySearchStrategy):
             except InvalidConfigError:
                 continue
             c = self.task.config_space.canonical(c)
-            if c in self.tuner.visited:
+            if c in session.visited:
                 continue
             costs = [float(x) for x in rec.run_secs] if rec.run_secs is not None else []
             ok = costs and min(costs) < 1e9
             r = MeasureResult(config=c, costs=costs if ok else [], error_kind="" if ok else "run_error")
-            self.tuner._note(r)
+            session.observe(r)
             results.append(r)
         if results:
-            self.tuner.update([r.config for r in results], results)
+            session.tell([r.config for r in results], results, observed=True)
             logger.info("%s: resumed %d records from the database", self.task.name, len(results))
 
     def generate_measure_candidates(self):
-        """The next batch of schedules to measure, or None when done."""
+        """The next batch of schedules to measure (the session's ``ask``), or None when done."""
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
         from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
 
-        tuner, space = self.tuner, self.task.config_space
-        want = min(self.num_trials_per_iter, self.max_trials - tuner.trials)
-        if want <= 0 or not tuner.has_next():
+        from .measure.measure import ErrorKind, MeasureResult
+
+        session, space = self.tuner.session, self.task.config_space
+        want = min(self.num_trials_per_iter, self.max_trials - session.trials)
+        if want <= 0 or not session.has_next():
             return None
         candidates, configs = [], []
         for _ in range(20):  # invalid configs are skipped (never measured); ask again for the rest
-            batch = [space.canonical(c) for c in tuner.next_batch(want - len(configs))]
-            batch = [c for c in dict.fromkeys(batch) if c not in tuner.visited and c not in configs]
+            batch = [c for c in session.ask(want - len(configs)) if c not in configs]
             if not batch:
                 break
             for c in batch:
                 try:
                     sch = space.apply(c)
-                except InvalidConfigError:
-                    tuner.visited.add(c)
+                except InvalidConfigError as err:
+                    session.observe(MeasureResult(config=c, error_kind=ErrorKind.INVALID, error_msg=err.reason))
                     continue
                 configs.append(c)
                 candidates.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
@@ -186,7 +183,7 @@ class ReleaseSearchStrategy(PySearchStrategy):
         return candidates
 
     def notify_runner_results(self, measure_candidates, results) -> None:
-        """Hand the run times of the last batch to the tuner (refits the model when due)."""
+        """Tell the session the run times of the last batch (the tuner refits its model when due)."""
         from .measure.measure import ErrorKind, MeasureResult
 
         out = []
@@ -196,10 +193,9 @@ class ReleaseSearchStrategy(PySearchStrategy):
             else:
                 r = MeasureResult(config=c, error_kind=ErrorKind.RUN_ERROR,
                                   error_msg=str(res.error_msg or "no result")[:500])
-            self.tuner._note(r)
             out.append(r)
         self._pending = []
-        self.tuner.update([r.config for r in out], out)
+        self.tuner.session.tell([r.config for r in out], out)
 
     def post_tuning(self) -> None:
         """Log the best config found."""

@@ -21,8 +21,8 @@ queries per round against 8-40 ms per scheduled program here):
   query it at every step;
 - :meth:`XGBoostCostModel.predict_program` scores **program (itervar) features** with a second
   booster; features are computed once per config and cached, invalid configs score ``-inf``.
-  :class:`release.tuners.sa.SimulatedAnnealingOptimizer` uses it to re-rank the top
-  ``rerank_ratio * num`` configs of its search before returning the plan.
+  :meth:`XGBoostCostModel.rerank` uses it to re-rank the top ``rerank_ratio * num`` configs of
+  a model optimizer's search (simulated annealing or the PPO agent) before the plan is returned.
 
 With ``feature_type="knob"`` both methods are the knob booster.
 """
@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import TunerError
+from .base import CostModel
 from .features import KnobFeaturizer, ProgramFeatureCache, check_feature_type
 
 logger = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ def recall_at_k(pred_scores: np.ndarray, true_values: np.ndarray, k: int) -> flo
     return len(top_pred & top_true) / k
 
 
-class XGBoostCostModel:
+class XGBoostCostModel(CostModel):
     """XGBoost cost model over the configs of one task (AutoTVM ``XGBoostCostModel``).
 
     Parameters
@@ -180,7 +181,7 @@ class XGBoostCostModel:
                  num_threads: int | None = None, seed: int | None = None, params: XGBParams | None = None):
         self.feature_type = check_feature_type(feature_type)
         self.loss_type = check_loss_type(loss_type)
-        self.space = task.config_space if hasattr(task, "config_space") else task
+        self.space = _knob_space(task)
         self.num_threads = int(num_threads) if num_threads is not None else 1
         if self.num_threads < 1:
             raise TunerError(f"num_threads={num_threads!r} must be a positive integer or None")
@@ -314,9 +315,27 @@ class XGBoostCostModel:
         out[bad] = -np.inf
         return out
 
+    @property
+    def reranks(self) -> bool:
+        """True for ``itervar``: :meth:`rerank` re-orders by program features."""
+        return self.feature_type != "knob"
+
+    def rerank(self, configs) -> list:
+        """Re-order ``configs`` by :meth:`predict_program` (see :func:`rerank_by_program`) when
+        :attr:`reranks`, else unchanged. The one place the program-feature re-rank lives."""
+        configs = [tuple(c) for c in configs]
+        return rerank_by_program(self, configs) if self.reranks else configs
+
     def __repr__(self) -> str:
         return (f"XGBoostCostModel({self.space.task.name}, feature_type={self.feature_type!r}, "
                 f"loss_type={self.loss_type!r}, fits={self.fit_count})")
+
+
+def _knob_space(task_or_space):
+    """The knob space of a :class:`release.task.Task`, or the space itself."""
+    from ..space import KnobSpace
+
+    return task_or_space if isinstance(task_or_space, KnobSpace) else task_or_space.config_space
 
 
 def rerank_by_program(model, configs: list) -> list:

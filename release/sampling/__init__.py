@@ -1,5 +1,6 @@
 """Chameleon's adaptive sampling: k-means over candidate configs plus sample synthesis."""
 
 from .adaptive import AdaptiveSampler, AdaptiveSamplingConfig
+from .base import PassThroughSampler, Sampler
 
-__all__ = ["AdaptiveSampler", "AdaptiveSamplingConfig"]
+__all__ = ["Sampler", "PassThroughSampler", "AdaptiveSampler", "AdaptiveSamplingConfig"]

@@ -22,6 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import TunerError
+from .base import Sampler
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class AdaptiveSamplingConfig:
         return self
 
 
-class AdaptiveSampler:
+class AdaptiveSampler(Sampler):
     """Chameleon's adaptive sampler (the ``Sampler`` protocol of ``ModelBasedTuner``).
 
     Parameters

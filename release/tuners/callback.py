@@ -1,16 +1,18 @@
 """Tuner callbacks (AutoTVM's ``autotvm.callback``): ``log_to_file``, ``log_to_database``,
-``progress_bar``. A callback is ``callback(tuner, inputs, results)``; optional ``load(task)``
-(resume), ``start(tuner, n_trial)`` and ``finish(tuner)`` hooks are called by ``Tuner.tune``."""
+``progress_bar``. A callback is a :class:`release.callback.Callback` (hooks ``records``,
+``on_start``, ``on_result``, ``on_finish``, called by ``Tuner.tune``) or a plain function
+``callback(tuner, inputs, results)``."""
 
 from __future__ import annotations
 
 import sys
 import time
 
+from ..callback import Callback, FunctionCallback, as_callback
 from ..measure.records import log_to_database, log_to_file
 
 
-class progress_bar:
+class progress_bar(Callback):
     """A tqdm progress bar: trials done, best GFLOPS, current GFLOPS, elapsed time.
 
     Parameters
@@ -28,7 +30,8 @@ class progress_bar:
         self.total, self.prefix, self.file, self.disable = total, prefix, file, disable
         self.bar = None
 
-    def start(self, tuner, n_trial: int) -> None:
+    def on_start(self, tuner, n_trial: int) -> None:
+        """Open the bar at the trials already done (resumed)."""
         from tqdm.auto import tqdm
 
         self.t0 = time.time()
@@ -37,17 +40,21 @@ class progress_bar:
                         disable=self.disable, dynamic_ncols=True)
         self.bar.set_postfix_str(f"best {tuner.best_gflops:.2f} GFLOPS")
 
-    def __call__(self, tuner, inputs, results) -> None:
+    def on_result(self, tuner, inputs, results) -> None:
+        """Advance the bar and show the best and current GFLOPS."""
         if self.bar is None:
-            self.start(tuner, self.total or 0)
+            self.on_start(tuner, self.total or 0)
         self.bar.update(len(results))
         cur = results[-1]
         now = tuner.task.flop / cur.mean_cost / 1e9 if cur.ok else 0.0
         self.bar.set_postfix_str(f"best {tuner.best_gflops:.2f} GFLOPS, cur {now:.2f}")
 
-    def finish(self, tuner) -> None:
+    def on_finish(self, tuner) -> None:
+        """Close the bar."""
         if self.bar is not None:
             self.bar.close()
 
+    start, finish = on_start, on_finish  # the names before issue 15
 
-__all__ = ["log_to_file", "log_to_database", "progress_bar"]
+
+__all__ = ["Callback", "FunctionCallback", "as_callback", "log_to_file", "log_to_database", "progress_bar"]

@@ -7,8 +7,8 @@ One round (AutoTVM ``ModelBasedTuner``, Chameleon's adaptive sampling as an opti
 2. ``model_optimizer.find_maximums(cost_model, plan_size, visited)`` proposes the *plan*: the
    ``plan_size`` unvisited configs with the highest predicted score (optionally
    ``plan_size * diversity_filter_ratio`` candidates thinned by a submodular diversity pick).
-3. ``sampler`` (None = measure the plan as is; Chameleon: k-means + sample synthesis) picks
-   what to measure. ``next_update`` then grows by the number of configs picked (AutoTVM:
+3. ``sampler`` (:class:`release.sampling.PassThroughSampler`: the plan as is; Chameleon:
+   k-means + sample synthesis) picks what to measure. ``next_update`` then grows by the number of configs picked (AutoTVM:
    ``plan_size``; Chameleon: the ``k`` of the round).
 4. ``next_batch`` makes the plan (booked as search time, the fit as fitting time) and hands out
    the picked configs in order; the last ``int(0.05 * plan_size)`` picks of each round (with a
@@ -19,63 +19,51 @@ One round (AutoTVM ``ModelBasedTuner``, Chameleon's adaptive sampling as an opti
 from __future__ import annotations
 
 import logging
-from typing import Protocol, Sequence
+import os
+from typing import Sequence
 
 import numpy as np
 
+from ..cost_model.base import CostModel, as_cost_model
 from ..errors import TunerError
 from ..measure.measure import MeasureResult
+from ..optimizers.base import ModelOptimizer
+from ..sampling.base import PassThroughSampler, Sampler
 from .simple import RandomTuner
 
 logger = logging.getLogger(__name__)
 
 
-class CostModel(Protocol):
-    """What ``ModelBasedTuner`` needs of a cost model."""
-
-    def fit(self, xs: np.ndarray, ys: np.ndarray, plan_size: int) -> None:
-        """Train on configs ``xs`` (int, shape (n, n_knobs)) and throughputs ``ys`` (FLOP/s, shape (n,))."""
-
-    def predict(self, xs: np.ndarray) -> np.ndarray:
-        """Scores of configs ``xs`` (shape (n, n_knobs)) -> shape (n,), higher = faster."""
-
-
-class ModelOptimizer(Protocol):
-    """What ``ModelBasedTuner`` needs of a model optimizer (simulated annealing, PPO, ...)."""
-
-    def find_maximums(self, model: CostModel, num: int, exclusive: set) -> list[tuple]:
-        """Up to ``num`` configs not in ``exclusive`` with the highest ``model.predict``, best first."""
-
-
-class Sampler(Protocol):
-    """What ``ModelBasedTuner`` needs of a sampler (Chameleon's adaptive sampling)."""
-
-    def sample(self, candidates: Sequence[tuple], space, visited: set, plan_size: int) -> list[tuple]:
-        """Pick the configs to measure from ``candidates`` (the plan, best first): no visited,
-        invalid or duplicate config, at most ``plan_size``."""
-
-
 class ModelBasedTuner(RandomTuner):
-    """Base of cost-model-guided tuners (AutoTVM ``ModelBasedTuner``).
+    """The model-based tuner (AutoTVM ``ModelBasedTuner``), composed of its parts.
+
+    Every cost-model-guided tuner is this class with other parts: ``xgb``, ``sa-as``, ``rl``,
+    ``release`` and ``release+`` are recipes of :mod:`release.tuners.presets`.
 
     Parameters
     ----------
     task : Task
-    cost_model : CostModel
-    model_optimizer : ModelOptimizer
+    cost_model : release.cost_model.CostModel
+        Scores configs (any object with ``fit`` and ``predict`` is used without re-ranking).
+    model_optimizer : release.optimizers.ModelOptimizer
+        Proposes the plan on the cost model's scores.
     plan_size : int
         Configs proposed per round (default 64, AutoTVM's).
     diversity_filter_ratio : float, optional
         If set, ask the optimizer for ``plan_size * ratio`` candidates and keep a diverse
         ``plan_size`` of them (AutoTVM's ``submodular_pick``).
-    sampler : Sampler, optional
-        Picks what to measure from the plan (None: the whole plan).
+    sampler : release.sampling.Sampler, optional
+        Picks what to measure from the plan (None: :class:`release.sampling.PassThroughSampler`,
+        the whole plan).
     seed : int, optional
+        Seed of the random configs (the parts have their own, see
+        :func:`release.tuners.presets.child_seed`).
 
     Raises
     ------
     TunerError
-        ``plan_size < 1`` or ``diversity_filter_ratio < 1``.
+        ``plan_size < 1``, ``diversity_filter_ratio < 1``, or an optimizer or sampler that is not
+        one (the message names the base class to subclass).
     """
 
     name = "model-based"
@@ -83,11 +71,19 @@ class ModelBasedTuner(RandomTuner):
     def __init__(self, task, cost_model, model_optimizer, plan_size: int = 64,
                  diversity_filter_ratio: float | None = None, sampler=None, seed: int | None = None):
         super().__init__(task, seed=seed)
-        if not isinstance(plan_size, (int, np.integer)) or plan_size < 1:
-            raise TunerError(f"plan_size={plan_size!r} must be an integer >= 1")
+        if not isinstance(plan_size, (int, np.integer)) or isinstance(plan_size, bool) or plan_size < 1:
+            raise TunerError(f"plan_size={plan_size!r} must be an integer >= 1 (AutoTVM's default is 64)")
         if diversity_filter_ratio is not None and diversity_filter_ratio < 1:
             raise TunerError(f"diversity_filter_ratio={diversity_filter_ratio!r} must be >= 1 or None")
-        self.cost_model = cost_model
+        if not isinstance(model_optimizer, ModelOptimizer):
+            raise TunerError(f"optimizer {model_optimizer!r} is not a model optimizer: subclass "
+                             "release.optimizers.ModelOptimizer and implement find_maximums(model, num, exclusive)")
+        if sampler is None:
+            sampler = PassThroughSampler()
+        elif not isinstance(sampler, Sampler):
+            raise TunerError(f"sampler={sampler!r} is not a sampler: give None, 'adaptive' or a subclass of "
+                             "release.sampling.Sampler implementing sample(candidates, space, visited, plan_size)")
+        self.cost_model: CostModel = as_cost_model(cost_model)
         self.model_optimizer = model_optimizer
         self.plan_size = int(plan_size)
         self.diversity_filter_ratio = diversity_filter_ratio
@@ -102,9 +98,37 @@ class ModelBasedTuner(RandomTuner):
         self.eps = int(0.05 * self.plan_size)
         self.eps_round = self.eps
         self._plan_pending = False
+        self.agent_checkpoint: str | None = None
 
+    @property
+    def rounds(self) -> int:
+        """Cost-model refits so far."""
+        return self.train_ct
+
+    # ------------------------------------------------------------------ optimizer state beside the log
+    def attach_log(self, path: str) -> None:
+        """Keep an optimizer with state (:attr:`ModelOptimizer.keeps_state`: the PPO agent) beside
+        the log ``path``; resume it from there if a checkpoint exists. Others: nothing."""
+        if not self.model_optimizer.keeps_state:
+            return
+        from ..optimizers.ppo import agent_checkpoint_path
+
+        ckpt = agent_checkpoint_path(path, self.task.key)
+        if ckpt == self.agent_checkpoint:
+            return  # tune() called again on the same log (tune-model's chunks): the agent is already current
+        self.agent_checkpoint = ckpt
+        if os.path.exists(ckpt):
+            try:
+                self.model_optimizer.load(self.agent_checkpoint, same_space=True)
+            except TunerError as e:
+                logger.warning("%s: agent checkpoint ignored, the agent starts fresh: %s", self.task.name, e)
+            else:
+                logger.info("%s: agent resumed from %s (%d rounds)", self.task.name, self.agent_checkpoint,
+                            self.model_optimizer.state_dict().get("rounds", 0))
+
+    # ------------------------------------------------------------------ the proposer hooks
     def next_batch(self, batch_size: int) -> list[tuple]:
-        if self._plan_pending:  # planning is search: booked as search_s by the tuner loop
+        if self._plan_pending:  # planning is search: booked as search_s by the session
             self._plan_pending = False
             self._make_plan()
         out: list[tuple] = []
@@ -125,6 +149,7 @@ class ModelBasedTuner(RandomTuner):
         return out
 
     def update(self, configs: Sequence[tuple], results: Sequence[MeasureResult]) -> None:
+        """AutoTVM's update (refit when due), then tell the optimizer the measured configs."""
         for res in results:
             flops = self.task.flop / res.mean_cost if res.ok and res.mean_cost > 0 else 0.0
             self.xs.append(tuple(res.config))
@@ -132,6 +157,8 @@ class ModelBasedTuner(RandomTuner):
             self.flops_max = max(self.flops_max, flops)
         if len(self.xs) >= self.next_update and self.flops_max > 1e-6:
             self._refit_and_plan()
+        if self.xs:
+            self.model_optimizer.observe(self.xs, self.ys)
 
     def _refit_and_plan(self) -> None:
         """Fit the cost model (booked as fit_s); the plan is made at the next ``next_batch``."""
@@ -151,16 +178,20 @@ class ModelBasedTuner(RandomTuner):
         else:
             plan = self.model_optimizer.find_maximums(self.cost_model, self.plan_size, self.visited)
         plan = [tuple(c) for c in plan]
-        if self.sampler is not None:
-            plan = list(self.sampler.sample(plan, self.space, self.visited, self.plan_size))
-            # epsilon-greedy share of the picked configs (AutoTVM: 5% of a 64-config plan = 3)
-            self.eps_round = int(0.05 * len(plan))
-        else:
-            self.eps_round = self.eps
+        plan = list(self.sampler.sample(plan, self.space, self.visited, self.plan_size))
+        # epsilon-greedy share (AutoTVM: 5% of a 64-config plan = 3; with a sampler: 5% of its picks)
+        self.eps_round = self.sampler.epsilon_count(len(plan), self.plan_size)
         self.trials_plan = plan
         self.trial_pt = 0
         self.next_update = len(self.xs) + max(1, len(plan))
+        if self.agent_checkpoint is not None:
+            self.model_optimizer.save(self.agent_checkpoint)
+        stats = self.model_optimizer.stats
         logger.debug("%s: refit %d on %d samples, plan of %d", self.task.name, self.train_ct, len(self.xs), len(plan))
+        if "mean_reward" in stats:
+            logger.info("%s round %d: agent reward/step %.4f, %d queries (%d distinct), plan %d, k=%s",
+                        self.task.name, self.train_ct, stats["mean_reward"], stats.get("queries", 0),
+                        stats.get("distinct", 0), len(self.trials_plan), self.sampler.last_k)
 
 
 def submodular_pick(candidates: Sequence[tuple], num: int, knob_weight: float = 1.0) -> list[tuple]:

@@ -23,13 +23,12 @@ Subclasses implement :meth:`next_batch` and optionally :meth:`update` and :meth:
 from __future__ import annotations
 
 import logging
-import time
 from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import InvalidConfigError, TunerError
-from ..measure.measure import ErrorKind, MeasureResult, Measurer, measure_option
+from ..errors import TunerError
+from ..measure.measure import MeasureResult, Measurer, measure_option
 from ..measure.records import Record
 
 logger = logging.getLogger(__name__)
@@ -48,7 +47,7 @@ class MeasureInput:
 
 
 class Tuner:
-    """Base tuner.
+    """Base tuner: the *proposer* of a :class:`release.session.TuningSession`.
 
     Parameters
     ----------
@@ -59,31 +58,45 @@ class Tuner:
 
     Attributes
     ----------
+    session : release.session.TuningSession
+        Owner of the tuning state; the attributes below read it.
     visited : set[tuple]
         Configs measured or found invalid (canonical form).
     best_config, best_flops, best_cost
         Best measured config, its throughput (FLOP/s) and mean run time (s).
     trials : int
         Measured configs (invalid ones excluded), resumed records included.
+    rounds : int
+        Cost-model refits so far (0 for tuners without a model).
     """
 
     name = "base"
 
     def __init__(self, task, seed: int | None = None):
+        from ..session import TuningSession
+
         self.task = task
         self.space = task.config_space
         self.seed = seed
         self.rng = np.random.default_rng(seed)
-        self.visited: set[tuple] = set()
-        self.best_config: tuple | None = None
-        self.best_flops = 0.0
-        self.best_cost = float("inf")
-        self.best_iter = 0
-        self.trials = 0
-        self.time_search = 0.0
-        self.time_fit = 0.0
-        self.time_measure = 0.0
-        self.round_base = 0  # last round of the resumed records: a resumed run's rounds continue from it
+        self.session = TuningSession(task, self)
+
+    # ------------------------------------------------------------------ state (owned by the session)
+    visited = property(lambda self: self.session.visited, doc="Configs measured or found invalid.")
+    best_config = property(lambda self: self.session.best_config, doc="Best measured config or None.")
+    best_flops = property(lambda self: self.session.best_flops, doc="Its throughput (FLOP/s).")
+    best_cost = property(lambda self: self.session.best_cost, doc="Its mean run time (s).")
+    best_iter = property(lambda self: self.session.best_iter, doc="Trial count when the best was found.")
+    trials = property(lambda self: self.session.trials, doc="Measured configs, resumed ones included.")
+    time_search = property(lambda self: self.session.time_search, doc="Seconds spent proposing.")
+    time_fit = property(lambda self: self.session.time_fit, doc="Seconds spent learning.")
+    time_measure = property(lambda self: self.session.time_measure, doc="Seconds spent measuring.")
+    round_base = property(lambda self: self.session.round_base, doc="Last round of the resumed records.")
+
+    @property
+    def rounds(self) -> int:
+        """Cost-model refits so far (the round number of the next proposal); 0 without a model."""
+        return 0
 
     # ------------------------------------------------------------------ hooks for subclasses
     def has_next(self) -> bool:
@@ -102,69 +115,39 @@ class Tuner:
         ``path``, e.g. ``log_to_file``) before the log's records are resumed; a tuner with state
         beyond the records (the PPO agent) keeps it beside the log. Default: nothing."""
 
-    # ------------------------------------------------------------------ bookkeeping
-    def _note(self, result: MeasureResult) -> None:
-        self.visited.add(tuple(result.config))
-        if result.error_kind == ErrorKind.INVALID:
-            return
-        self.trials += 1
-        if result.ok:
-            flops = self.task.flop / result.mean_cost if result.mean_cost > 0 else 0.0
-            if flops > self.best_flops:
-                self.best_flops, self.best_cost = flops, result.mean_cost
-                self.best_config, self.best_iter = tuple(result.config), self.trials
-
+    # ------------------------------------------------------------------ resume
     def load_history(self, records: Sequence[Record]) -> int:
-        """Resume from records of this task: mark them visited and learn from them.
+        """Resume from records of this task: :meth:`release.session.TuningSession.resume`.
 
         Returns
         -------
         int
             Number of records used (records of other tasks are ignored).
         """
-        results = []
-        unusable = 0
-        fresh = self.trials == 0 and not self.visited
-        for rec in records:
-            if rec.task != self.task.key:
-                continue
-            if fresh:  # the refit that follows makes round round_base + 1, as in the interrupted run
-                self.round_base = max(self.round_base, int(rec.round))
-            try:
-                c = self.space.config_of_record(rec.config, rec.trace)
-            except InvalidConfigError:
-                unusable += 1
-                continue
-            if c in self.visited:
-                continue
-            r = MeasureResult(config=c, costs=list(rec.costs), error_kind=rec.error_kind, error_msg=rec.error_msg,
-                              build_s=rec.build_s, run_s=rec.run_s, measure_s=rec.measure_s, timestamp=rec.timestamp)
-            self._note(r)
-            results.append(r)
-        if unusable:
-            logger.warning("%s: %d record(s) fit neither this knob space nor replay their trace; ignored",
-                           self.task.name, unusable)
-        if results:
-            self.update([r.config for r in results], results)
-        return len(results)
+        return self.session.resume(records)
 
     @property
     def best_gflops(self) -> float:
         return self.best_flops / 1e9
 
     # ------------------------------------------------------------------ the loop
-    def tune(self, n_trial: int, measure_option: dict | None = None, early_stopping: int | None = None,
+    def tune(self, n_trial: int, measure_option=None, early_stopping: int | None = None,
              callbacks: Sequence[Callable] = (), si_prefix: str = "G") -> "Tuner":
         """Tune for ``n_trial`` measured configs (AutoTVM's ``Tuner.tune``).
+
+        Resumes from the callbacks' logs (:meth:`load_history`), then runs the session's rounds
+        (:meth:`release.session.TuningSession.run`: ask -> measure -> tell).
 
         Parameters
         ----------
         n_trial : int
             Total measured configs, resumed records included.
-        measure_option : dict, optional
+        measure_option : dict or Measurer, optional
             From :func:`release.measure.measure_option` (default: local builder and runner,
-            closed at the end). A given option's worker pools stay alive for reuse across tasks;
-            close them with ``option["builder"].close()``.
+            closed at the end), or a measurer (an object with ``batch_size`` and
+            ``measure(configs, on_result)``, e.g. :class:`release.measure.Measurer`). A given
+            option's worker pools stay alive for reuse across tasks; close them with
+            ``option["builder"].close()``.
         early_stopping : int, optional
             Stop once this many trials passed without improving the best.
         callbacks : sequence of callables
@@ -186,7 +169,12 @@ class Tuner:
             raise TunerError(f"n_trial={n_trial!r} must be a positive integer")
         if early_stopping is not None and early_stopping < 1:
             raise TunerError(f"early_stopping={early_stopping!r} must be a positive integer or None")
-        opt = measure_option if measure_option is not None else globals()["measure_option"]()
+        own = measure_option is None
+        if measure_option is None or isinstance(measure_option, dict):
+            opt = measure_option if measure_option is not None else globals()["measure_option"]()
+            measurer = None
+        else:
+            opt, measurer = None, measure_option
         for cb in callbacks:
             if hasattr(cb, "load") and isinstance(getattr(cb, "path", None), str):
                 self.attach_log(cb.path)
@@ -199,44 +187,19 @@ class Tuner:
         for cb in callbacks:
             if hasattr(cb, "start"):
                 cb.start(self, n_trial)
-        measurer = Measurer(self.task, opt)
+        if measurer is None:
+            measurer = Measurer(self.task, opt)
         self.measure_stats = measurer.stats
-        pending_fit = 0.0
+
+        def on_result(r: MeasureResult) -> None:
+            inp = [MeasureInput(self.task, r.config)]
+            for cb in callbacks:
+                cb(self, inp, [r])
+
         try:
-            while self.trials < n_trial and self.has_next():
-                if early_stopping is not None and self.trials >= self.best_iter + early_stopping and self.trials:
-                    logger.info("%s: early stopping after %d trials without a new best", self.task.name, early_stopping)
-                    break
-                t0 = time.perf_counter()
-                want = min(measurer.batch_size, n_trial - self.trials)
-                configs = [self.space.canonical(c) for c in self.next_batch(want)]
-                configs = [c for c in dict.fromkeys(configs) if c not in self.visited]
-                search = time.perf_counter() - t0
-                self.time_search += search
-                if not configs:
-                    logger.info("%s: the tuner proposed no new config; stopping", self.task.name)
-                    break
-                share_s, share_f = search / len(configs), pending_fit / len(configs)
-
-                round_now = self.round_base + int(getattr(self, "train_ct", 0))
-
-                def on_result(r: MeasureResult) -> None:
-                    r.search_s, r.fit_s, r.round = share_s, share_f, round_now
-                    self._note(r)
-                    self.time_measure += r.measure_s
-                    if r.error_kind == ErrorKind.INVALID:
-                        return
-                    inp = [MeasureInput(self.task, r.config)]
-                    for cb in callbacks:
-                        cb(self, inp, [r])
-
-                results = measurer.measure(configs, on_result=on_result)
-                t1 = time.perf_counter()
-                self.update(configs, results)
-                pending_fit = time.perf_counter() - t1
-                self.time_fit += pending_fit
+            self.session.run(measurer, n_trial, early_stopping=early_stopping, on_result=on_result)
         finally:
-            if measure_option is None:  # pools we made; a caller's pools live on for its next task
+            if own:  # pools we made; a caller's pools live on for its next task
                 measurer.close()
             for cb in callbacks:
                 if hasattr(cb, "finish"):

@@ -9,42 +9,35 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
-
-from ..cost_model import XGBoostCostModel, check_feature_type, check_loss_type
-from ..errors import TunerError
 from .model_based import ModelBasedTuner
-from .sa import SimulatedAnnealingOptimizer
+from .presets import OPTIMIZERS, build_components, preset
 
 logger = logging.getLogger(__name__)
 
-OPTIMIZERS = ("sa",)
-
 
 def resolve_sampler(sampler):
-    """``None``, an object with ``sample(candidates, space, visited, plan_size)``, or ``"adaptive"``
-    (Chameleon's adaptive sampling, ``release.sampling.AdaptiveSampler``, imported on demand).
+    """``None``, a :class:`release.sampling.Sampler`, or ``"adaptive"`` (Chameleon's adaptive
+    sampling, :class:`release.sampling.AdaptiveSampler` with the default seed 0).
 
     Raises
     ------
     TunerError
-        Unknown string, an object without ``sample``, or adaptive sampling not installed.
+        Unknown string, or an object that is not a :class:`release.sampling.Sampler`.
     """
-    if sampler is None or hasattr(sampler, "sample"):
+    from ..errors import TunerError
+    from ..sampling import AdaptiveSampler, Sampler
+
+    if sampler is None or isinstance(sampler, Sampler):
         return sampler
     if sampler == "adaptive":
-        try:
-            from ..sampling import AdaptiveSampler
-        except ImportError as err:
-            raise TunerError(f"adaptive sampling is not available in this installation ({err}); "
-                             "use sampler=None") from None
         return AdaptiveSampler()
-    raise TunerError(f"sampler={sampler!r} is not a sampler: give None, 'adaptive' or an object with a "
-                     "sample(candidates, space, visited, plan_size) method")
+    raise TunerError(f"unknown sampler {sampler!r}; choose 'adaptive', None (measure the whole plan) "
+                     "or pass a release.sampling.Sampler")
 
 
 class XGBTuner(ModelBasedTuner):
-    """AutoTVM's ``XGBTuner`` on a MetaSchedule knob space.
+    """AutoTVM's ``XGBTuner`` on a MetaSchedule knob space: the ``xgb`` preset of
+    :mod:`release.tuners.presets`.
 
     Each round (``plan_size`` measurements): refit the XGBoost cost model on every measured
     config (failed ones as 0), run simulated annealing for the ``plan_size`` unvisited configs
@@ -63,17 +56,18 @@ class XGBTuner(ModelBasedTuner):
     loss_type : str
         ``"reg"`` (default) or ``"rank"``.
     optimizer : str or ModelOptimizer
-        ``"sa"`` (default, :class:`SimulatedAnnealingOptimizer` with AutoTVM's defaults) or an
-        object with ``find_maximums(model, num, exclusive)``.
+        ``"sa"`` (default, :class:`release.optimizers.SimulatedAnnealingOptimizer` with AutoTVM's
+        defaults), ``"ppo"``, or a :class:`release.optimizers.ModelOptimizer`.
     diversity_filter_ratio : float, optional
         Ask for ``plan_size * ratio`` candidates and keep a diverse ``plan_size`` (AutoTVM).
     sampler : None, "adaptive" or Sampler
         What to measure from the plan (None: all of it; ``"adaptive"``: Chameleon's adaptive
-        sampling from ``release.sampling``).
+        sampling, seeded from ``seed`` as in ``sa-as``).
     num_threads : int, optional
         XGBoost threads (default 1).
     seed : int, optional
-        Seed of the random configs, the annealing and the cost model.
+        Seed of the random configs; the parts' seeds derive from it
+        (:func:`release.tuners.presets.child_seed`).
 
     Raises
     ------
@@ -83,27 +77,20 @@ class XGBTuner(ModelBasedTuner):
     """
 
     name = "xgb"
+    preset = "xgb"
 
     def __init__(self, task, plan_size: int = 64, feature_type: str = "itervar", loss_type: str = "reg",
                  optimizer="sa", diversity_filter_ratio: float | None = None, sampler=None,
                  num_threads: int | None = None, seed: int | None = None, log_interval: int = 50):
-        check_feature_type(feature_type)
-        check_loss_type(loss_type)
-        if not isinstance(plan_size, (int, np.integer)) or isinstance(plan_size, bool) or plan_size < 1:
-            raise TunerError(f"plan_size={plan_size!r} must be an integer >= 1 (AutoTVM's default is 64)")
-        sub = np.random.SeedSequence(seed).spawn(2) if seed is not None else [None, None]
-        model_seed = int(sub[0].generate_state(1)[0]) if seed is not None else None
-        sa_seed = int(sub[1].generate_state(1)[0]) if seed is not None else None
-        cost_model = XGBoostCostModel(task, feature_type=feature_type, loss_type=loss_type,
-                                      num_threads=num_threads, seed=model_seed)
-        if isinstance(optimizer, str):
-            if optimizer not in OPTIMIZERS:
-                raise TunerError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZERS)} "
-                                 "or pass an object with find_maximums(model, num, exclusive)")
-            optimizer = SimulatedAnnealingOptimizer(task, seed=sa_seed)
-        elif not hasattr(optimizer, "find_maximums"):
-            raise TunerError(f"optimizer {optimizer!r} has no find_maximums(model, num, exclusive) method")
-        super().__init__(task, cost_model, optimizer, plan_size=int(plan_size),
-                         diversity_filter_ratio=diversity_filter_ratio, sampler=resolve_sampler(sampler), seed=seed)
+        cfg = preset(self.preset, plan_size=plan_size, feature_type=feature_type, loss_type=loss_type,
+                     optimizer=optimizer, sampler=sampler, diversity_filter_ratio=diversity_filter_ratio,
+                     num_threads=num_threads)
+        cost_model, opt, smp = build_components(task, cfg, seed)
+        super().__init__(task, cost_model, opt, plan_size=plan_size, diversity_filter_ratio=diversity_filter_ratio,
+                         sampler=smp, seed=seed)
+        self.config = cfg
         self.feature_type, self.loss_type = feature_type, loss_type
         self.log_interval = log_interval  # kept for AutoTVM compatibility (logging is through `logging`)
+
+
+__all__ = ["XGBTuner", "resolve_sampler", "OPTIMIZERS"]

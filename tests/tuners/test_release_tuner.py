@@ -12,7 +12,7 @@ from release import autotvm
 from release.errors import SpaceError, TunerError
 from release.measure import load_records
 from release.rl import PPOConfig, RLOptimizer, agent_checkpoint_path
-from release.sampling import AdaptiveSampler
+from release.sampling import AdaptiveSampler, PassThroughSampler
 from release.tuners import get_tuner
 from release.tuners.release_tuner import ReleasePlusTuner, ReleaseTuner, RLTuner, SAASTuner
 
@@ -127,7 +127,8 @@ def test_refit_after_each_k_not_after_plan_size(matmul_task, fast_measure):
 def test_variants_by_name(matmul_task):
     assert isinstance(get_tuner("release", matmul_task, seed=0), ReleaseTuner)
     rl = get_tuner("rl", matmul_task, seed=0)
-    assert isinstance(rl, RLTuner) and rl.sampler is None and isinstance(rl.model_optimizer, RLOptimizer)
+    assert isinstance(rl, RLTuner) and isinstance(rl.model_optimizer, RLOptimizer)
+    assert isinstance(rl.sampler, PassThroughSampler)  # the whole plan (None before issue 15)
     saas = get_tuner("sa-as", matmul_task, seed=0)
     assert isinstance(saas, SAASTuner) and isinstance(saas.sampler, AdaptiveSampler)
     assert type(saas.model_optimizer).__name__ == "SimulatedAnnealingOptimizer"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from release.errors import TunerError
-from release.tuners.sa import SimulatedAnnealingOptimizer
+from release.optimizers import SimulatedAnnealingOptimizer
 
 
 class Peak:
@@ -87,16 +87,22 @@ def test_random_walk_changes_exactly_one_active_knob(conv_task):
 
 
 def test_rerank_uses_program_scores(conv_task):
+    from release.cost_model import CostModel
+    from release.cost_model.xgb import rerank_by_program
+
     space = conv_task.config_space
 
-    class TwoLevel(Peak):
-        feature_type = "itervar"
+    class TwoLevel(Peak, CostModel):
+        reranks = True
 
         def predict_program(self, xs):
             # reverse the fast order, and call every other config illegal
             s = -self.predict(xs)
             s[1::2] = -np.inf
             return s
+
+        def rerank(self, configs):
+            return rerank_by_program(self, list(configs))
 
     model = TwoLevel(space, space.random_config(np.random.default_rng(5)))
     sa = SimulatedAnnealingOptimizer(space, n_iter=100, seed=0)

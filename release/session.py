@@ -1,0 +1,261 @@
+"""``TuningSession``: the single owner of one task's tuning state, with an ask/tell interface.
+
+Every driver runs the same round through a session (in the spirit of Optuna's ``study.ask()`` /
+``study.tell()``):
+
+===============================  =============================================================
+driver                           how it uses the session
+===============================  =============================================================
+``Tuner.tune`` (AutoTVM API)     :meth:`TuningSession.resume` from the log, then
+                                 :meth:`TuningSession.run` (ask -> measure -> tell)
+``ReleaseSearchStrategy``        ``generate_measure_candidates`` asks, ``notify_runner_results``
+(MetaSchedule)                   tells; records already in the database are told first
+``release.model.tune_model``     a task scheduler over sessions that share one measure option
+                                 and one log, read once at start; each chunk is one ``run``
+Ray worker                       ``Tuner.tune`` on the worker (one session per Ray task)
+===============================  =============================================================
+
+Life of one round
+-----------------
+1. :meth:`ask` ``(n)``: the proposer (the tuner: ``next_batch``) proposes up to ``n`` configs;
+   the session makes them canonical, drops duplicates and visited ones, and books the time as
+   *search*. Each config asked carries its share of that search time, of the previous round's
+   fit time and the round number, stamped on its result when it is observed.
+2. the driver measures them (a :class:`release.measure.Measurer`, MetaSchedule's runner, ...).
+3. :meth:`observe` ``(result)`` as each result completes (bookkeeping only: visited, trial
+   count, best; an ``invalid`` result marks the config visited and is not a trial).
+4. :meth:`tell` ``(configs, results)``: observes any result not yet observed, then lets the
+   proposer learn (``proposer.update``: model-based tuners refit here), booked as *fit*.
+
+:meth:`resume` ``(records)`` is :meth:`tell` over stored records of the task (a resumed run's
+rounds continue from the last stored round).
+
+The proposer is any object with ``has_next() -> bool``, ``next_batch(n) -> list[config]``,
+``update(configs, results)`` and an integer ``rounds`` (cost-model refits so far):
+:class:`release.tuners.Tuner` and its subclasses.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Sequence
+
+from .errors import InvalidConfigError
+from .measure.measure import ErrorKind, MeasureResult
+
+logger = logging.getLogger(__name__)
+
+
+class TuningSession:
+    """Tuning state of one task and the ask/tell round over it.
+
+    Parameters
+    ----------
+    task : release.task.Task
+        The task; configs are canonical configs of ``task.config_space``.
+    proposer : release.tuners.Tuner
+        Proposes configs and learns from results (see the module docstring).
+
+    Attributes
+    ----------
+    visited : set[tuple]
+        Configs measured or found invalid (canonical form).
+    best_config : tuple or None
+        Fastest successfully measured config.
+    best_flops, best_cost : float
+        Its throughput (FLOP/s) and mean run time (s); 0 and ``inf`` before any success.
+    best_iter : int
+        Trial count at which the best was found (for early stopping).
+    trials : int
+        Measured configs (invalid ones excluded), resumed records included.
+    time_search, time_fit, time_measure : float
+        Seconds spent proposing (``ask``), learning (``tell``) and measuring (``measure_s`` of
+        the results observed).
+    round_base : int
+        Last round of the resumed records (a resumed run's rounds continue from it).
+    """
+
+    def __init__(self, task, proposer):
+        self.task = task
+        self.space = task.config_space
+        self.proposer = proposer
+        self.visited: set[tuple] = set()
+        self.best_config: tuple | None = None
+        self.best_flops = 0.0
+        self.best_cost = float("inf")
+        self.best_iter = 0
+        self.trials = 0
+        self.time_search = 0.0
+        self.time_fit = 0.0
+        self.time_measure = 0.0
+        self.round_base = 0
+        self._pending_fit = 0.0  # fit time of the last tell, shared out over the next ask's configs
+        self._asked: dict[tuple, tuple[float, float, int]] = {}  # config -> (search_s, fit_s, round)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def round(self) -> int:
+        """Current round: the resumed base plus the proposer's cost-model refits."""
+        return self.round_base + int(self.proposer.rounds)
+
+    @property
+    def best_gflops(self) -> float:
+        """Best throughput in GFLOPS (0 before any success)."""
+        return self.best_flops / 1e9
+
+    def has_next(self) -> bool:
+        """Whether the proposer can propose more (unvisited configs remain, search not ended)."""
+        return self.proposer.has_next()
+
+    # ------------------------------------------------------------------ ask / observe / tell
+    def ask(self, n: int) -> list[tuple]:
+        """Up to ``n`` configs to measure next: canonical, distinct, none visited.
+
+        Parameters
+        ----------
+        n : int
+            Most configs wanted (the builder's batch size, or MetaSchedule's trials per iteration).
+
+        Returns
+        -------
+        list[tuple]
+            Canonical configs in the proposer's order; empty when it proposed nothing new. The
+            time taken is booked as search time and shared out over them.
+        """
+        t0 = time.perf_counter()
+        configs = [self.space.canonical(c) for c in self.proposer.next_batch(n)]
+        configs = [c for c in dict.fromkeys(configs) if c not in self.visited]
+        search = time.perf_counter() - t0
+        self.time_search += search
+        if configs:
+            share_s, share_f = search / len(configs), self._pending_fit / len(configs)
+            self._pending_fit = 0.0
+            round_now = self.round
+            for c in configs:
+                self._asked[c] = (share_s, share_f, round_now)
+        return configs
+
+    def observe(self, result: MeasureResult) -> None:
+        """Book one result the moment it completes: visited, trial count and best.
+
+        A result of a config handed out by :meth:`ask` gets that config's ``search_s``,
+        ``fit_s`` and ``round``. An ``invalid`` result marks its config visited and is no trial.
+        """
+        config = tuple(result.config)
+        stamp = self._asked.pop(config, None)
+        if stamp is not None:
+            result.search_s, result.fit_s, result.round = stamp
+        self.visited.add(config)
+        self.time_measure += result.measure_s
+        if result.error_kind == ErrorKind.INVALID:
+            return
+        self.trials += 1
+        if result.ok:
+            flops = self.task.flop / result.mean_cost if result.mean_cost > 0 else 0.0
+            if flops > self.best_flops:
+                self.best_flops, self.best_cost = flops, result.mean_cost
+                self.best_config, self.best_iter = config, self.trials
+
+    def tell(self, configs: Sequence[tuple], results: Sequence[MeasureResult], observed: bool = False) -> None:
+        """Learn from measured ``results`` of ``configs`` (same order), booked as fit time.
+
+        Parameters
+        ----------
+        configs : sequence of tuple
+            The configs measured (canonical).
+        results : sequence of MeasureResult
+            Their results, same order.
+        observed : bool
+            True when every result was already passed to :meth:`observe` as it completed (the
+            measuring loop does so, to log each result at once); otherwise they are observed here.
+        """
+        if not observed:
+            for r in results:
+                self.observe(r)
+        t1 = time.perf_counter()
+        self.proposer.update(configs, results)
+        self._pending_fit = time.perf_counter() - t1
+        self.time_fit += self._pending_fit
+
+    def resume(self, records) -> int:
+        """:meth:`tell` over stored records of this task (others are ignored).
+
+        Records whose config does not fit the knob space are matched through their trace
+        (``KnobSpace.config_of_record``) or, failing that, skipped with one warning; configs
+        already visited are skipped. A fresh session's rounds continue from the records' last
+        round.
+
+        Parameters
+        ----------
+        records : iterable of release.measure.Record
+
+        Returns
+        -------
+        int
+            Number of records used.
+        """
+        results = []
+        unusable = 0
+        fresh = self.trials == 0 and not self.visited
+        for rec in records:
+            if rec.task != self.task.key:
+                continue
+            if fresh:  # the refit that follows makes round round_base + 1, as in the interrupted run
+                self.round_base = max(self.round_base, int(rec.round))
+            try:
+                c = self.space.config_of_record(rec.config, rec.trace)
+            except InvalidConfigError:
+                unusable += 1
+                continue
+            if c in self.visited:
+                continue
+            r = MeasureResult(config=c, costs=list(rec.costs), error_kind=rec.error_kind, error_msg=rec.error_msg,
+                              build_s=rec.build_s, run_s=rec.run_s, measure_s=rec.measure_s, timestamp=rec.timestamp)
+            self._observe_stored(r)
+            results.append(r)
+        if unusable:
+            logger.warning("%s: %d record(s) fit neither this knob space nor replay their trace; ignored",
+                           self.task.name, unusable)
+        if results:
+            self.proposer.update([r.config for r in results], results)
+        return len(results)
+
+    def _observe_stored(self, result: MeasureResult) -> None:
+        """:meth:`observe` for a stored result: its measuring time is not this session's."""
+        before = self.time_measure
+        self.observe(result)
+        self.time_measure = before
+
+    # ------------------------------------------------------------------ the measuring loop
+    def run(self, measurer, n_trial: int, early_stopping: int | None = None,
+            on_result: Callable[[MeasureResult], None] | None = None) -> None:
+        """Rounds of ask -> measure -> tell until ``trials == n_trial`` or the proposer is done.
+
+        Parameters
+        ----------
+        measurer : release.measure.Measurer
+            Anything with ``batch_size`` and ``measure(configs, on_result=...)``.
+        n_trial : int
+            Stop once this many trials (resumed ones included) were measured.
+        early_stopping : int, optional
+            Stop once this many trials passed without a new best.
+        on_result : callable, optional
+            ``on_result(result)`` for every valid result, after it is observed (logs, progress).
+        """
+        while self.trials < n_trial and self.has_next():
+            if early_stopping is not None and self.trials >= self.best_iter + early_stopping and self.trials:
+                logger.info("%s: early stopping after %d trials without a new best", self.task.name, early_stopping)
+                break
+            configs = self.ask(min(measurer.batch_size, n_trial - self.trials))
+            if not configs:
+                logger.info("%s: the tuner proposed no new config; stopping", self.task.name)
+                break
+
+            def done(r: MeasureResult) -> None:
+                self.observe(r)
+                if r.error_kind != ErrorKind.INVALID and on_result is not None:
+                    on_result(r)
+
+            results = measurer.measure(configs, on_result=done)
+            self.tell(configs, results, observed=True)

@@ -1,0 +1,91 @@
+"""``TuningSession``: ask / observe / tell / resume, and every driver running through it."""
+
+from __future__ import annotations
+
+import pytest
+
+from replay import ReplayMeasurer
+
+from release.measure.measure import ErrorKind, MeasureResult
+from release.measure.records import Record
+from release.session import TuningSession
+from release.tuners.simple import GridSearchTuner, RandomTuner
+
+
+class SessionSpy:
+    """Counts the session calls of every :class:`TuningSession` (wraps the real methods)."""
+
+    def __init__(self, monkeypatch):
+        self.counts = {"ask": 0, "tell": 0, "resume": 0, "run": 0}
+        self.sessions = set()
+        for name in self.counts:
+            orig = getattr(TuningSession, name)
+
+            def wrapper(session, *a, _orig=orig, _name=name, **kw):
+                self.counts[_name] += 1
+                self.sessions.add(id(session))
+                return _orig(session, *a, **kw)
+
+            monkeypatch.setattr(TuningSession, name, wrapper)
+
+
+def test_ask_gives_canonical_distinct_unvisited_configs(matmul_task):
+    tuner = GridSearchTuner(matmul_task)
+    s = tuner.session
+    first = s.ask(4)
+    sp = matmul_task.config_space
+    assert first == [sp.canonical(sp.get(i)) for i in range(4)]
+    assert len(set(first)) == 4 and not (set(first) & s.visited)
+    # told: visited, trials, best; an invalid result marks visited but is not a trial
+    res = [MeasureResult(config=c, costs=[1e-4 * (i + 1)]) for i, c in enumerate(first[:3])]
+    res.append(MeasureResult(config=first[3], error_kind=ErrorKind.INVALID, error_msg="not a program"))
+    s.tell(first, res)
+    assert s.trials == 3 and s.visited >= set(first)
+    assert s.best_config == first[0] and s.best_cost == pytest.approx(1e-4)
+    assert s.best_flops == pytest.approx(matmul_task.flop / 1e-4)
+    assert tuner.trials == s.trials and tuner.best_config == s.best_config  # the tuner reads the session
+    nxt = s.ask(4)
+    assert not (set(nxt) & set(first))
+    # each result of an asked config carries its round and a share of the search time
+    r = MeasureResult(config=nxt[0], costs=[1e-3])
+    s.observe(r)
+    assert r.round == 0 and r.search_s >= 0
+
+
+def test_resume_is_tell_over_records_and_continues_the_rounds(matmul_task):
+    sp = matmul_task.config_space
+    configs = [sp.canonical(sp.get(i)) for i in range(5)]
+    recs = [Record(task=matmul_task.key, name=matmul_task.name, target=matmul_task.target_json, config=list(c),
+                   costs=[2e-4], round=3) for c in configs]
+    recs.append(Record(task="other/abc", name="other", target="{}", config=[0] * sp.n_knobs, costs=[1e-9]))
+    tuner = RandomTuner(matmul_task, seed=0)
+    assert tuner.session.resume(recs) == 5
+    assert tuner.trials == 5 and tuner.session.round_base == 3 and tuner.session.round == 3
+    assert tuner.session.time_measure == 0  # stored measuring time is not this session's
+    assert tuner.session.resume(recs) == 0  # nothing twice
+
+
+def test_tune_runs_through_the_session(matmul_task, monkeypatch):
+    spy = SessionSpy(monkeypatch)
+    tuner = RandomTuner(matmul_task, seed=0)
+    meas = ReplayMeasurer(matmul_task, batch_size=2)
+    tuner.tune(6, meas)
+    assert spy.counts["run"] == 1 and spy.counts["ask"] == 3 and spy.counts["tell"] == 3
+    assert spy.sessions == {id(tuner.session)}
+    assert [c for batch in meas.calls for c in batch] and tuner.trials == 6
+
+
+def test_ray_worker_runs_through_the_session(matmul_task, tmp_path, monkeypatch):
+    """The body of the Ray task (``_tune_one``), run in this process: one session, real measurements."""
+    import tvm
+
+    from release.distributed.ray_tune import _tune_one
+    from release.measure import load_records
+
+    spy = SessionSpy(monkeypatch)
+    shard = str(tmp_path / "shard.jsonl")
+    out = _tune_one(tvm.ir.save_json(matmul_task.mod), matmul_task.target_json, matmul_task.name, 1,
+                    matmul_task.key, 2, "random", 0, dict(number=1, repeat=1, n_parallel=1), shard, [], 1, {})
+    assert out["trials"] == 2 and len(load_records(shard)) == 2
+    assert spy.counts["run"] == 1 and spy.counts["ask"] >= 1 and spy.counts["tell"] == spy.counts["ask"]
+    assert len(spy.sessions) == 1
