@@ -1,7 +1,17 @@
-"""XGBoost cost model: AutoTVM's recall metric, features, errors, and learning on real measurements."""
+"""XGBoost cost model: AutoTVM's recall metric, features, errors, and learning on real measurements.
+
+The model learns and ranks on measurements committed as a fixture (no test asserts on the quality of
+live timings, which a loaded machine turns to noise; issue 19, item 9):
+tests/fixtures/cost_model/resnet18.conv2d.2.random.s0.first128.jsonl holds the first 128 records of
+benchmarks/results/logs/resnet18.conv2d.2.random.s0.jsonl (commit 47cbda8: `release bench --tier
+baselines`, random tuner, seed 0, measured on a 2-core Emerald Rapids machine) with their traces dropped.
+One test still measures live, and asserts only that the measurements reach the model.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import time
 
 import numpy as np
@@ -79,56 +89,82 @@ def test_fit_checks_shapes_and_plan_size(matmul_task):
     assert not m.fitted and np.all(m.predict(np.zeros((3, n), dtype=int)) == 0)
 
 
+FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "cost_model",
+                       "resnet18.conv2d.2.random.s0.first128.jsonl")
+
+
 @pytest.fixture(scope="module")
-def measured(matmul_task):
-    """64 random configs of tiny.matmul.1 measured for real (repeat 3, each cost averaged over >= 10 ms of
-    runs: a 64^3 matmul runs in microseconds, and single runs on a shared machine rank it at random)."""
-    from release import autotvm
-    from release.measure import LocalBuilder, LocalRunner, measure_option
+def measured():
+    """(task, configs, GFLOPS) of 128 random configs of resnet18.conv2d.2, measured once and committed.
 
-    opt = measure_option(LocalBuilder(n_parallel=2, timeout=60),
-                         LocalRunner(number=3, repeat=3, min_repeat_ms=10, cooldown_interval=0.0))
-    recs = []
-    tuner = autotvm.tuner.RandomTuner(matmul_task, seed=123)
-    tuner.tune(64, opt, callbacks=[lambda t, i, r: recs.extend(r)])
-    opt["builder"].close()
-    opt["runner"].close()
-    xs = np.array([r.config for r in recs], dtype=np.int64)
-    ys = np.array([matmul_task.flop / r.mean_cost if r.ok else 0.0 for r in recs])
-    return xs, ys
-
-
-@pytest.mark.parametrize("feature_type,loss_type", [("knob", "reg"), ("knob", "rank"), ("itervar", "reg")])
-def test_model_ranks_held_out_configs_better_than_chance(matmul_task, measured, feature_type, loss_type):
-    """4-fold cross-validation on 64 measured configs: train on 48, rank the 16 held out.
-
-    Observed on four measured sets: mean recall@4 0.42-0.67 (chance 0.25), mean Spearman 0.28-0.71;
-    one clean-clone run on a loaded machine gave Spearman 0.14 with recall above chance, so only the
-    recall (the issue's criterion) is asserted: the labels are real, noisy measurements.
+    The task is the plain TE program of the workload (no pre-packed weights) for the fixture's own target
+    (``emeraldrapids``, 2 cores): its key, program and knob space are those the configs were measured in,
+    on any machine and whatever ``create_task`` defaults to.
     """
+    from release.measure import load_records
+    from release.task import Task
+    from release.workloads import get_workload
 
-    xs, ys = measured
-    assert (ys > 0).sum() >= 56, "most random matmul configs should run"
-    k, recalls = 4, []
+    recs = load_records(FIXTURE)
+    assert len(recs) == 128 and all(r.ok for r in recs)
+    w = get_workload(recs[0].name)
+    task = Task(w.build_te(), json.loads(recs[0].target), name=w.name, reference=w.reference)
+    assert task.key == recs[0].task, "the fixture's task no longer builds the same program or target"
+    xs = np.array([r.config for r in recs], dtype=np.int64)
+    ys = np.array([r.gflops for r in recs])
+    return task, xs, ys
+
+
+@pytest.mark.parametrize("feature_type,loss_type", [("knob", "reg"), ("knob", "rank"), ("itervar", "reg"),
+                                                    ("itervar", "rank")])
+def test_model_ranks_held_out_configs_better_than_chance(measured, feature_type, loss_type):
+    """4-fold cross-validation on the 128 committed measurements: train on 96, rank the 32 held out.
+
+    Measured with this fixture (XGBoost seed 0): mean recall@8 0.66 / 0.47 / 0.63 / 0.53 and mean
+    Spearman 0.57 / 0.53 / 0.40 / 0.45 for knob-reg / knob-rank / itervar-reg / itervar-rank (chance:
+    recall@8 0.25, Spearman 0). The asserted bounds leave room for XGBoost versions, not for noise.
+    """
+    from scipy.stats import spearmanr
+
+    task, xs, ys = measured
+    k, n_test, recalls, rhos, cache = 8, 32, [], [], None
     for fold in range(4):
         test = np.zeros(len(xs), dtype=bool)
-        test[fold * 16:(fold + 1) * 16] = True
-        m = XGBoostCostModel(matmul_task, feature_type=feature_type, loss_type=loss_type, seed=0)
-        m.fit(xs[~test], ys[~test], plan_size=16)
+        test[fold * n_test:(fold + 1) * n_test] = True
+        m = XGBoostCostModel(task, feature_type=feature_type, loss_type=loss_type, seed=0)
+        if m.program_features is not None:  # one feature cache for the four folds (same task)
+            cache = m.program_features = cache or m.program_features
+        m.fit(xs[~test], ys[~test], plan_size=32)
         assert m.fitted and 1 <= m.last_fit["rounds"] < 8000
         scores = m.predict_program(xs[test])
         recalls.append(recall_at_k(scores, ys[test], k))
-    chance = k / 16  # 0.25: expected recall@4 of a random ranking of 16 configs
-    assert np.mean(recalls) > chance, f"{feature_type}/{loss_type} recall@{k} {recalls} not above chance {chance}"
+        rhos.append(spearmanr(scores, ys[test]).correlation)
+    assert np.mean(recalls) >= 0.4, f"{feature_type}/{loss_type} recall@{k} {recalls} (chance 0.25)"
+    assert np.mean(rhos) >= 0.3, f"{feature_type}/{loss_type} Spearman {rhos}"
 
 
-def test_predict_is_fast_for_any_feature_type(matmul_task, measured):
+def test_live_measurements_reach_the_model(matmul_task, fast_measure):
+    """Live: 8 random configs measured here become records the model fits (no claim on their quality)."""
+    from release import autotvm
+
+    recs = []
+    autotvm.tuner.RandomTuner(matmul_task, seed=5).tune(8, fast_measure, callbacks=[lambda t, i, r: recs.extend(r)])
+    assert len(recs) == 8 and sum(r.ok for r in recs) >= 6
+    assert all(len(r.costs) == 2 and min(r.costs) > 0 for r in recs if r.ok)
+    xs = np.array([r.config for r in recs], dtype=np.int64)
+    ys = np.array([matmul_task.flop / r.mean_cost if r.ok else 0.0 for r in recs])
+    m = XGBoostCostModel(matmul_task, seed=0)
+    m.fit(xs, ys, plan_size=8)
+    assert m.fitted and np.isfinite(m.predict(xs)).all()
+
+
+def test_predict_is_fast_for_any_feature_type(measured):
     """The PPO agent and the annealing query 128 configs per step: predict must stay ~1 ms."""
-    xs, ys = measured
-    space = matmul_task.config_space
+    task, xs, ys = measured
+    space = task.config_space
     batch = space.sample(128, np.random.default_rng(1))
     for ft in ("knob", "itervar"):
-        m = XGBoostCostModel(matmul_task, feature_type=ft, seed=0)
+        m = XGBoostCostModel(task, feature_type=ft, seed=0)
         m.fit(xs, ys, 64)
         m.predict(batch)
         t0 = time.perf_counter()
@@ -139,17 +175,17 @@ def test_predict_is_fast_for_any_feature_type(matmul_task, measured):
         assert per_call < 0.05, f"{ft}: predict of 128 configs took {per_call * 1e3:.1f} ms"
 
 
-def test_itervar_program_features_are_cached(matmul_task, measured):
-    xs, ys = measured
-    m = XGBoostCostModel(matmul_task, feature_type="itervar", seed=0)
+def test_itervar_program_features_are_cached(measured):
+    task, xs, ys = measured
+    m = XGBoostCostModel(task, feature_type="itervar", seed=0)
     m.fit(xs[:32], ys[:32], 32)
     cache = m.program_features
     n0 = cache.computed
-    assert n0 == len({tuple(x) for x in matmul_task.config_space.canonicalize(xs[:32])})
+    assert n0 == len({tuple(x) for x in task.config_space.canonicalize(xs[:32])})
     m.predict_program(xs[:32])
     assert cache.computed == n0  # all cached
     t0 = time.perf_counter()
-    plan = matmul_task.config_space.sample(64, np.random.default_rng(7))
+    plan = task.config_space.sample(64, np.random.default_rng(7))
     m.predict_program(plan)
     per_config = (time.perf_counter() - t0) / 64
     # a plan of 64 configs must not dominate a round (a round measures 64 configs at >= 0.3 s each)
