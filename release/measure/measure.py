@@ -291,6 +291,7 @@ class LocalRunner:
                 initializer=functools.partial(_worker.init_runner, threads),
             ))
             self._runner.pool._timeout = self.timeout
+            self._runner.timeout_sec = self.timeout  # its timeout message names this limit, not start-up's
             self.threads = threads
         return self._runner
 
