@@ -348,6 +348,74 @@ def _train(args) -> int:
     return 0
 
 
+def _read_order(path: str, n: int) -> list[int]:
+    """An order from ``optimize --out`` JSON (its ``best`` solution) or a plain JSON list of node indices."""
+    p = Path(path)
+    if not p.is_file():
+        raise GraphError(f"--order file {path!r} does not exist; give the JSON written by `release regal optimize --out`")
+    try:
+        d = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise GraphError(f"--order file {path!r} is not valid JSON ({err})") from None
+    if isinstance(d, dict):
+        d = (d.get("best") or {}).get("order", d.get("order"))
+    if not isinstance(d, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in d):
+        raise GraphError(f"--order file {path!r} holds no order: give optimize's --out JSON or a list of node indices")
+    if sorted(d) != list(range(n)):
+        raise GraphError(f"--order in {path!r} is not a permutation of the graph's {n} nodes; was it written for "
+                         "this graph (same model, batch and --fused)?")
+    return d
+
+
+def _apply(args) -> int:
+    from .baselines import SEARCH_METHODS, run_method, seed_chromosomes
+    from .perf_model import PerformanceModel
+    from .relax_apply import apply_order
+    from .tvm_plan import TVMPlanModel
+
+    budget = _positive_int("--budget")(args.budget)
+    methods = _methods(args.method)
+    bad = [m for m in methods if m not in SEARCH_METHODS + ("greedy", "given")]
+    if bad:
+        raise GraphError(f"--method {bad[0]} cannot search TVM's plan; use {', '.join(SEARCH_METHODS)}, greedy or given")
+    graph, mod = load_model_graph(args.graph, True)
+    plan = TVMPlanModel(mod, graph)
+    print(f"graph {graph.summary()}")
+    if args.order:
+        order, how = _read_order(args.order, graph.n), f"order from {args.order}"
+    else:
+        model = PerformanceModel(graph, 1, "peak-memory", memory_plan=plan)
+        seeds = seed_chromosomes(model)
+        best = None
+        for name in methods:
+            m = PerformanceModel(graph, 1, "peak-memory", memory_plan=plan)
+            kw = {"initial": seeds} if name in SEARCH_METHODS else {}
+            r = run_method(name, m, budget, args.seed, **kw)
+            print(f"{name:12s} {r.best_objective:14.0f} bytes (model of TVM's plan)  {r.evaluations} evals")
+            if best is None or r.best_objective < best[1]:
+                best = (name, r.best_objective, r.best_chromosome)
+        order = PerformanceModel(graph, 1, "peak-memory").decode(best[2]).order.tolist()
+        how = f"best of {', '.join(methods)} at budget {budget} ({best[0]})"
+    rep = apply_order(mod, graph, order, args.out, measure=not args.no_measure, seed=args.seed)
+    pct = 100.0 * (rep.planned_before - rep.planned_after) / rep.planned_before if rep.planned_before else 0.0
+    print(f"TVM plan, given order   {rep.planned_before:14d} bytes")
+    print(f"TVM plan, applied order {rep.planned_after:14d} bytes  ({pct:+.2f}% less; {how}"
+          f"{'' if rep.improved else '; TVM plans it no smaller: the given order is kept'})")
+    if rep.vm_peak_before is not None:
+        print(f"VM peak (measured, child process RSS): given {rep.vm_peak_before} bytes, applied {rep.vm_peak_after} bytes")
+    print(f"outputs identical: {rep.outputs_identical} (max |diff| {rep.max_abs_diff:.3g})")
+    d = rep.to_dict()
+    d.update(graph=graph.name, source=how, reduction_pct=pct)
+    Path(args.out, "apply.json").write_text(json.dumps(d, indent=1))
+    print(f"wrote {rep.files['module']}, {rep.files['library']}, {Path(args.out, 'apply.json')}")
+    if not rep.outputs_identical:
+        import sys
+
+        print("error: the reordered module's outputs differ from the given module's; please report this", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _export(args) -> int:
     graph = load_graph(args.graph, args.nodes, args.width, args.gflops, args.latencies, args.fused)
     graph.save(args.out)
@@ -423,6 +491,18 @@ def register(subparsers) -> None:
     t.add_argument("--out", required=True, help="checkpoint path (.pt); resumed when it exists")
     t.add_argument("--no-resume", action="store_true", help="start over even when --out exists")
     t.set_defaults(func=_train)
+
+    a = sub.add_parser("apply", help="reorder a model's Relax module so TVM plans less memory; write module and "
+                       "library, check outputs, measure the VM's peak")
+    a.add_argument("--graph", required=True, help="model:NAME[@BATCH] (imported fused, as tvm.compile runs it)")
+    a.add_argument("--order", default=None, help="apply this order (JSON from `optimize --out`, or a list); "
+                   "default: search TVM's plan with --method")
+    a.add_argument("--method", default="brkga,local", help="search methods when no --order (default brkga,local)")
+    a.add_argument("--budget", default="5000", help="evaluations per method (default 5000)")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--no-measure", action="store_true", help="skip measuring the compiled VM's peak memory")
+    a.add_argument("--out", required=True, help="folder for reordered.py, reordered.so, given.so, apply.json")
+    a.set_defaults(func=_apply)
 
     e = sub.add_parser("export", help="write a graph (synthetic or imported model) as JSON")
     _add_graph_args(e)

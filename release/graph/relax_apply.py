@@ -3,12 +3,13 @@
 :func:`apply_schedule` reorders the bindings of the module's dataflow block to the schedule's op order
 (:func:`release.graph.relax_import.reorder_bindings`), compiles and runs both modules with TVM's Relax VM on
 the same random inputs to check that the outputs are identical, and compares the memory TVM plans for each
-(:func:`planned_memory`: ``relax.analysis.estimate_memory_usage`` after TVM's own passes LegalizeOps, ToNonDataflow,
-RemovePurityChecking, CallTIRRewrite and StaticPlanBlockMemory; the "with memory planning" total).
+(:func:`planned_memory`: exact bytes of the planned IR after ``tvm.compile``'s CPU passes and
+``StaticPlanBlockMemory``, :mod:`release.graph.tvm_plan`).
 
-TVM's planned total is the size of the storage tokens ``StaticPlanBlockMemory`` allocates, which reuses a
-freed token for a later tensor of a fitting size; it is not the peak of live bytes the performance model
-minimizes, so the two need not move together (see notes/issue-7.md, RandWire).
+:func:`apply_order` is ``release regal apply``: it keeps an order only when TVM plans it strictly smaller than
+the given order (otherwise the given order is returned and reported as no gain), writes the reordered module
+(TVMScript) and the compiled libraries, checks outputs bitwise, and measures the peak memory the compiled VM
+adds while running each (:func:`measure_vm_peak`, a fresh process per library).
 """
 
 from __future__ import annotations
@@ -25,25 +26,88 @@ logger = logging.getLogger(__name__)
 
 
 def planned_memory(mod, function: str = "main") -> float:
-    """Total bytes of the storage TVM's static memory planner allocates for ``mod`` (all functions).
+    """Bytes TVM allocates for ``function`` after ``tvm.compile``'s CPU passes and ``StaticPlanBlockMemory``:
+    every planned storage plus every unplanned tensor, read exactly from the planned IR
+    (:func:`release.graph.tvm_plan.planned_memory_exact`; this once parsed TVM's text report, which prints GiB at
+    four significant digits)."""
+    from .tvm_plan import planned_memory_exact
+
+    return float(planned_memory_exact(mod, function).total)
+
+
+_PEAK_SCRIPT = r"""
+import gc, json, resource, sys
+import numpy as np
+import tvm
+from tvm import relax
+lib = tvm.runtime.load_module(sys.argv[1])
+data = np.load(sys.argv[2])
+xs = [tvm.runtime.tensor(data[f"arg{i}"]) for i in range(len(data.files))]
+# warm-up in a VM with the naive allocator (frees every storage after use): thread pool and kernel
+# workspaces exist before the measurement, so it sees the default (pooled) VM's storage only
+relax.VirtualMachine(lib, tvm.cpu(), memory_cfg="naive")["main"](*xs)
+vm = relax.VirtualMachine(lib, tvm.cpu())
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+gc.collect()
+try:
+    open("/proc/self/clear_refs", "w").write("5")  # reset the peak (VmHWM) to the current resident set
+    reset = True
+except OSError:
+    reset = False
+before = status("VmRSS")
+vm["main"](*xs)
+after = status("VmHWM") if reset else status("VmRSS")
+print(json.dumps({"before_kib": before, "after_kib": after, "peak_reset": reset}))
+"""
+
+
+def measure_vm_peak(library_path, inputs, timeout: float = 300.0) -> int:
+    """Peak memory the compiled VM adds while running ``main`` once, measured in a fresh process, bytes.
+
+    The child loads the library (weights included) and the inputs, runs ``main`` once in a VM with TVM's naive
+    allocator (which frees each storage after use) so that the thread pool and kernel workspaces exist, resets
+    its peak resident set to the current one (Linux ``/proc/self/clear_refs``), runs ``main`` once and reads the peak (``VmHWM``); the difference is
+    what the call allocated and touched (TVM's planned storages and unplanned tensors, kernel workspaces and
+    allocator overhead), to a page. Without the reset (other systems) the current resident set after the call
+    is used (the VM's pooled allocator keeps its storage).
+
+    Parameters
+    ----------
+    library_path : str or Path
+        A library written by ``tvm.compile(...).export_library``.
+    inputs : list of ndarray
+        Arguments of ``main``.
 
     Raises
     ------
     GraphError
-        When TVM's report cannot be parsed (an unexpected TVM version).
+        When the child process fails.
     """
-    import tvm
-    from tvm import relax
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
 
-    plan = tvm.transform.Sequential([
-        relax.transform.LegalizeOps(), relax.transform.ToNonDataflow(), relax.transform.RemovePurityChecking(), relax.transform.CallTIRRewrite(),
-        relax.transform.StaticPlanBlockMemory(),
-    ])
-    text = relax.analysis.estimate_memory_usage(plan(mod))
-    m = re.search(r"With memory planning.*?total size ([0-9.e+-]+) GB", text, re.S)
-    if m is None:
-        raise GraphError(f"could not read TVM's memory estimate from: {text[:200]!r}")
-    return float(m.group(1)) * 1e9
+    with tempfile.TemporaryDirectory() as d:
+        npz = Path(d) / "inputs.npz"
+        np.savez(npz, **{f"arg{i}": x for i, x in enumerate(inputs)})
+        import os
+
+        # a fixed mmap threshold: every large block is mapped on allocation and unmapped when freed (glibc would
+        # otherwise raise the threshold after the warm-up frees and serve the measured run from retained heap)
+        env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
+        r = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, str(library_path), str(npz)], capture_output=True,
+                           text=True, timeout=timeout, env=env)
+    if r.returncode != 0:
+        raise GraphError(f"running {library_path} in a child process failed: "
+                         f"{(r.stderr.strip().splitlines() or ['?'])[-1][:300]}")
+    import json
+
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    return int(d["after_kib"] - d["before_kib"]) * 1024
 
 
 def random_inputs(mod, function: str = "main", seed: int = 0) -> list[np.ndarray]:
@@ -71,12 +135,20 @@ def random_inputs(mod, function: str = "main", seed: int = 0) -> list[np.ndarray
     return out
 
 
-def run_module(mod, inputs, function: str = "main") -> list[np.ndarray]:
-    """Compile ``mod`` for the CPU (llvm) and run ``function`` on ``inputs``; outputs as a flat list of arrays."""
+def compile_module(mod):
+    """``tvm.compile`` for the CPU (llvm): the executable whose VM :func:`run_module` runs."""
+    import tvm
+
+    return tvm.compile(mod, target=tvm.target.Target({"kind": "llvm"}))
+
+
+def run_module(mod, inputs, function: str = "main", executable=None) -> list[np.ndarray]:
+    """Compile ``mod`` for the CPU (llvm) (or use ``executable``) and run ``function`` on ``inputs``; outputs as a
+    flat list of arrays."""
     import tvm
     from tvm import relax
 
-    ex = tvm.compile(mod, target=tvm.target.Target({"kind": "llvm"}))
+    ex = executable if executable is not None else compile_module(mod)
     vm = relax.VirtualMachine(ex, tvm.cpu())
     res = vm[function](*[tvm.runtime.tensor(x) for x in inputs])
     flat = []
@@ -161,3 +233,100 @@ def apply_schedule(mod, graph, order, check: bool = True, inputs=None, seed: int
                                     for x, y in zip(a, b) if x.size), default=0.0)
         logger.info("apply_schedule: outputs identical %s (max diff %.3g)", rep.outputs_identical, rep.max_abs_diff)
     return rep
+
+
+@dataclass
+class ApplyReport:
+    """Outcome of :func:`apply_order` (bytes; JSON-ready through :meth:`to_dict`).
+
+    Attributes
+    ----------
+    planned_before, planned_after : int
+        Bytes TVM plans for the given order and for the applied order (exact).
+    improved : bool
+        Whether the applied order is the candidate (TVM plans it strictly smaller); otherwise the given order.
+    vm_peak_before, vm_peak_after : int or None
+        Peak bytes the compiled VM added while running ``main`` once, measured (None when not measured).
+    outputs_identical : bool
+        Every output bitwise identical on the same random inputs.
+    order : list of int
+        The applied order.
+    files : dict
+        Paths written (``module``: TVMScript of the reordered module, ``library``: its compiled library).
+    """
+
+    planned_before: int
+    planned_after: int
+    improved: bool
+    vm_peak_before: int | None
+    vm_peak_after: int | None
+    outputs_identical: bool
+    max_abs_diff: float
+    order: list
+    files: dict
+
+    def to_dict(self) -> dict:
+        """Plain dict for JSON."""
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def apply_order(mod, graph, order, out_dir, measure: bool = True, seed: int = 0) -> ApplyReport:
+    """Hand ``order`` to TVM: keep it only if TVM plans it smaller, write the module and library, check outputs.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        The (fused) module ``graph`` was imported from.
+    graph : ComputationGraph
+    order : array_like of int, shape (n,)
+        Candidate topological order.
+    out_dir : str or Path
+        Gets ``reordered.py`` (TVMScript), ``reordered.so`` and ``given.so`` (compiled libraries).
+    measure : bool, default True
+        Measure each library's VM peak in a child process (:func:`measure_vm_peak`).
+
+    Returns
+    -------
+    ApplyReport
+        Never an order TVM plans larger than (or equal to) the given one as an improvement.
+
+    Raises
+    ------
+    GraphError
+        When ``order`` is not a topological order of ``graph``.
+    """
+    from pathlib import Path
+
+    from .relax_import import reorder_bindings
+    from .tvm_plan import planned_memory_exact
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cand = reorder_bindings(mod, graph, order)
+    before = planned_memory_exact(mod).total
+    after = planned_memory_exact(cand).total
+    improved = after < before
+    if not improved:
+        logger.info("apply_order: TVM plans the candidate at %d bytes, the given order at %d: keeping the given order",
+                    after, before)
+        cand, after, order = reorder_bindings(mod, graph, range(graph.n)), before, list(range(graph.n))
+    xs = random_inputs(mod, seed=seed)
+    ex_given, ex_new = compile_module(mod), compile_module(cand)
+    a = run_module(mod, xs, executable=ex_given)
+    b = run_module(cand, xs, executable=ex_new)
+    same = len(a) == len(b) and all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a, b))
+    diff = max((float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64)))) for x, y in zip(a, b)
+                if x.shape == y.shape and x.size), default=0.0) if len(a) == len(b) else float("inf")
+    files = {"module": str(out / "reordered.py"), "library": str(out / "reordered.so"),
+             "given_library": str(out / "given.so")}
+    Path(files["module"]).write_text(cand.script())
+    ex_new.export_library(files["library"])
+    ex_given.export_library(files["given_library"])
+    peak_b = peak_a = None
+    if measure:
+        peak_b = measure_vm_peak(files["given_library"], xs)
+        peak_a = measure_vm_peak(files["library"], xs)
+    return ApplyReport(int(before), int(after), bool(improved), peak_b, peak_a, bool(same), diff,
+                       [int(v) for v in order], files)

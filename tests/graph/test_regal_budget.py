@@ -59,8 +59,8 @@ def test_policy_fraction_zero_is_plain_brkga_and_one_is_the_full_policy():
 
 
 def test_policy_fraction_schedule():
-    assert [policy_fraction_schedule(b) for b in (1, 500, 1000, 2000, 5000, 20000)] == [1.0, 1.0, 1.0, 0.5, 0.2,
-                                                                                           0.05]
+    assert [policy_fraction_schedule(b) for b in (1, 500, 1000, 2000, 3999, 4000, 20000)] == [
+        1.0, 1.0, 1.0, 0.5, 1000 / 3999, 0.0, 0.0]
 
 
 def test_cli_optimize_never_reports_worse_than_given(tmp_path, capsys):

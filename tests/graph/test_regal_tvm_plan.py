@@ -122,3 +122,74 @@ def test_cli_memory_tvm_bad_combinations(args, msg, capsys):
     rc = main(["regal", "optimize", "--objective", "peak-memory", "--memory", "tvm", "--budget", "10", *args])
     err = capsys.readouterr().err
     assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def inception():
+    from release.graph.models import model_module
+    from release.graph.relax_import import from_relax
+
+    mod = model_module("inception")
+    return mod, from_relax(mod, name="inception")
+
+
+def _orders_by_plan(mod, g, k=40):
+    from release.graph.perf_model import PerformanceModel
+    from release.graph.tvm_plan import TVMPlanModel
+
+    plan = TVMPlanModel(mod, g)
+    pm = PerformanceModel(g, 1, "peak-memory")
+    rng = np.random.default_rng(1)
+    orders = [pm.decode_order(rng.random(g.n)) for _ in range(k)]
+    return sorted(orders, key=plan.plan_bytes), plan
+
+
+@pytest.mark.slow  # two compiles, two library exports and two child processes: ~40 s on a loaded 2-core machine
+def test_apply_writes_a_smaller_plan_with_identical_outputs(inception, tmp_path, capsys):
+    """CLI apply with an order file that TVM plans smaller: before/after bytes are TVM's, outputs bitwise equal,
+    module and library written, the VM's peak measured in a child process."""
+    from release.graph.tvm_plan import planned_memory_exact
+
+    mod, g = inception
+    orders, plan = _orders_by_plan(mod, g)
+    best = orders[0]
+    assert plan.plan_bytes(best) < plan.given_order_bytes()
+    (tmp_path / "order.json").write_text(json.dumps({"best": {"order": [int(v) for v in best]}}))
+    out = tmp_path / "apply"
+    rc = main(["regal", "apply", "--graph", "model:inception", "--order", str(tmp_path / "order.json"),
+               "--out", str(out)])
+    assert rc == 0
+    d = json.loads((out / "apply.json").read_text())
+    assert d["improved"] and d["outputs_identical"] and d["max_abs_diff"] == 0
+    assert d["planned_before"] == planned_memory_exact(mod).total == plan.given_order_bytes()
+    assert d["planned_after"] == plan.plan_bytes(best) < d["planned_before"]
+    assert d["order"] == [int(v) for v in best]
+    assert isinstance(d["vm_peak_before"], int) and d["vm_peak_before"] > 0 and d["vm_peak_after"] > 0
+    assert (out / "reordered.so").stat().st_size > 0 and "def main" in (out / "reordered.py").read_text()
+    assert "outputs identical: True" in capsys.readouterr().out
+
+
+def test_apply_never_returns_an_order_tvm_plans_worse(inception, tmp_path):
+    from release.graph.relax_apply import apply_order
+
+    mod, g = inception
+    orders, plan = _orders_by_plan(mod, g)
+    worst = orders[-1]
+    assert plan.plan_bytes(worst) > plan.given_order_bytes()
+    rep = apply_order(mod, g, worst, tmp_path, measure=False)
+    assert not rep.improved and rep.order == list(range(g.n))
+    assert rep.planned_after == rep.planned_before == plan.given_order_bytes()
+    assert rep.outputs_identical
+
+
+@pytest.mark.parametrize("content,msg", [
+    ("[0, 1]", "is not a permutation of the graph's 12 nodes"),
+    ('{"x": 1}', "holds no order"),
+    ("nope", "is not valid JSON"),
+])
+def test_apply_bad_order_file(content, msg, tmp_path, capsys):
+    p = tmp_path / "o.json"
+    p.write_text(content)
+    rc = main(["regal", "apply", "--graph", "model:inception", "--order", str(p), "--out", str(tmp_path / "a")])
+    err = capsys.readouterr().err
+    assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
