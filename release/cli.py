@@ -22,11 +22,24 @@ COMMAND_MODULES = [
 ]
 
 
+EXAMPLES = """examples:
+  release workloads                                    list the registered operator workloads
+  release tune --workload resnet18.conv2d.2 --tuner release+ --n-trial 256 --log r.jsonl
+                                                       tune one operator (run again to resume the log)
+  release tune-model --model tiny-cnn --n-trial 64     tune every task of a model, compile it, time it
+  release bench --tier quick                           tuners x workloads x seeds against AutoTVM's XGBTuner
+  release regal optimize --help                        REGAL graph optimization (op order, placement)
+
+`release COMMAND --help` lists a command's options and their defaults."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every registered command."""
     parser = argparse.ArgumentParser(
         prog="release",
         description="ReLeASE: fast schedule tuning for Apache TVM (Chameleon) and REGAL graph optimization.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -29,21 +29,27 @@ def register(subparsers) -> None:
     p.add_argument("--target", default="llvm", help="'llvm' (this CPU), 'cuda', a TVM tag, or a JSON dict")
     p.add_argument("--tuner", default="random", help="random | grid | xgb | ga | ms-evolutionary | release | release+ | sa-as | rl")
     p.add_argument("--n-trial", type=int, default=64, help="measured configs in total (resumed ones count)")
-    p.add_argument("--early-stopping", type=int, default=None, help="stop after this many trials without a new best")
-    p.add_argument("--log", default=None, help="JSON-lines tuning log; an existing log is resumed")
-    p.add_argument("--database", default=None, help="also write a MetaSchedule JSONDatabase in this folder")
+    p.add_argument("--early-stopping", type=int, default=None,
+                   help="stop after this many trials without a new best (None: run all --n-trial)")
+    p.add_argument("--log", default=None,
+                   help="JSON-lines tuning log; an existing log is resumed (None: runs/WORKLOAD.TUNER.jsonl)")
+    p.add_argument("--database", default=None,
+                   help="also write a MetaSchedule JSONDatabase in this folder (None: none)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
-    p.add_argument("--plan-size", type=int, default=None, help="configs per round for model-based tuners")
-    p.add_argument("--feature-type", default=None, help="cost-model features of model-based tuners: itervar | knob")
-    p.add_argument("--loss-type", default=None, help="cost-model loss of model-based tuners: reg | rank")
+    p.add_argument("--plan-size", type=int, default=None,
+                   help="configs per round for model-based tuners (None: the tuner's own, 64 for xgb)")
+    p.add_argument("--feature-type", default=None,
+                   help="cost-model features of model-based tuners: itervar | knob (None: the tuner's own)")
+    p.add_argument("--loss-type", default=None,
+                   help="cost-model loss of model-based tuners: reg | rank (None: the tuner's own)")
     p.add_argument("--warm-start", default=None, metavar="AGENT_PT",
                    help="PPO tuners (release, release+, rl): start the agent from another task's *.agent.pt "
-                        "(written beside every tuning log; same operator, as many knobs)")
+                        "(written beside every tuning log; same operator, as many knobs; None: a fresh agent)")
     p.add_argument("--runner", choices=["local", "rpc"], default="local", help="where kernels run")
-    p.add_argument("--rpc-key", default=None, help="device key at the RPC tracker")
+    p.add_argument("--rpc-key", default=None, help="device key at the RPC tracker (needed with --runner rpc)")
     p.add_argument("--rpc-host", default="127.0.0.1", help="RPC tracker host")
     p.add_argument("--rpc-port", type=int, default=9190, help="RPC tracker port")
-    p.add_argument("--n-parallel", type=int, default=None, help="build workers (default: cores)")
+    p.add_argument("--n-parallel", type=int, default=None, help="build workers (None: one per usable core)")
     p.add_argument("--number", type=int, default=4, help="runs averaged into one cost")
     p.add_argument("--repeat", type=int, default=3, help="costs per config")
     p.add_argument("--min-repeat-ms", type=int, default=50, help="raise number until one cost takes this long")
@@ -61,25 +67,29 @@ def register(subparsers) -> None:
     p.add_argument("--tuner", default="random", help="tuner for every task (see `release tune --help`)")
     p.add_argument("--n-trial", type=int, default=2000, help="measured configs over all tasks")
     p.add_argument("--scheduler", default="gradient", choices=["gradient", "round-robin"], help="task scheduler")
-    p.add_argument("--plan-size", type=int, default=None, help="plan size of model-based tuners (per task)")
-    p.add_argument("--log", default=None, help="JSON-lines log shared by all tasks (resumed if it exists)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plan-size", type=int, default=None,
+                   help="plan size of model-based tuners, per task (None: the tuner's own, 64 for xgb)")
+    p.add_argument("--log", default=None, help="JSON-lines log shared by all tasks, resumed if it exists "
+                                               "(None: runs/MODEL.TUNER.jsonl)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
     p.add_argument("--compare", default="untuned,torch",
                    help="comma list of baselines to time: untuned, torch, ms (MetaSchedule tune_relax, same budget)")
-    p.add_argument("--runner", choices=["local", "rpc"], default="local")
-    p.add_argument("--rpc-key", default=None)
-    p.add_argument("--rpc-host", default="127.0.0.1")
-    p.add_argument("--rpc-port", type=int, default=9190)
-    p.add_argument("--n-parallel", type=int, default=None)
-    p.add_argument("--number", type=int, default=4)
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--min-repeat-ms", type=int, default=50)
-    p.add_argument("--timeout", type=float, default=10.0)
-    p.add_argument("--build-timeout", type=float, default=30.0)
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--runner", choices=["local", "rpc"], default="local", help="where kernels run")
+    p.add_argument("--rpc-key", default=None, help="device key at the RPC tracker (needed with --runner rpc)")
+    p.add_argument("--rpc-host", default="127.0.0.1", help="RPC tracker host")
+    p.add_argument("--rpc-port", type=int, default=9190, help="RPC tracker port")
+    p.add_argument("--n-parallel", type=int, default=None, help="build workers (None: one per usable core)")
+    p.add_argument("--number", type=int, default=4, help="runs averaged into one cost")
+    p.add_argument("--repeat", type=int, default=3, help="costs per config")
+    p.add_argument("--min-repeat-ms", type=int, default=50, help="raise number until one cost takes this long")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per run")
+    p.add_argument("--build-timeout", type=float, default=30.0, help="seconds per build")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
-                   help="tune the tasks in parallel on a Ray cluster: 'local' (this machine), 'auto', HOST:PORT or ray://HOST:PORT")
-    p.add_argument("--ray-cpus", type=int, default=None, help="CPUs of a --ray local cluster = tasks tuned at once")
+                   help="tune the tasks in parallel on a Ray cluster: 'local' (this machine), 'auto', HOST:PORT or "
+                        "ray://HOST:PORT (None: no Ray, tasks share this machine's workers)")
+    p.add_argument("--ray-cpus", type=int, default=None,
+                   help="CPUs of a --ray local cluster = tasks tuned at once (None: Ray's own count)")
     p.add_argument("--split", choices=["equal", "flop"], default="equal",
                    help="with --ray: trial budget per task, equal or proportional to weight*flop")
     p.set_defaults(func=cmd_tune_model)
@@ -88,13 +98,13 @@ def register(subparsers) -> None:
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--tier", default="quick",
                    help="quick | baselines | ablation | paper | smoke (sets the defaults below)")
-    p.add_argument("--workloads", nargs="*", default=None, help="registered workloads (default: the tier's)")
-    p.add_argument("--tuners", nargs="*", default=None, help="tuner names as in `release tune` (default: the tier's)")
-    p.add_argument("--seeds", nargs="*", type=int, default=None, help="one run per seed (default: the tier's)")
-    p.add_argument("--n-trial", type=int, default=None, help="measurements per run (default: the tier's)")
+    p.add_argument("--workloads", nargs="*", default=None, help="registered workloads (None: the tier's)")
+    p.add_argument("--tuners", nargs="*", default=None, help="tuner names as in `release tune` (None: the tier's)")
+    p.add_argument("--seeds", nargs="*", type=int, default=None, help="one run per seed (None: the tier's)")
+    p.add_argument("--n-trial", type=int, default=None, help="measurements per run (None: the tier's)")
     p.add_argument("--target", default="llvm", help="TVM target: a kind, a tag or a JSON dict")
-    p.add_argument("--out", default=None, help="results folder (default benchmarks/results/<tier>)")
-    p.add_argument("--logs", default=None, help="per-run logs, shared by tiers (default benchmarks/results/logs, "
+    p.add_argument("--out", default=None, help="results folder (None: benchmarks/results/<tier>)")
+    p.add_argument("--logs", default=None, help="per-run logs, shared by tiers (None: benchmarks/results/logs, "
                    "or OUT/logs when --out is given)")
     p.add_argument("--baseline", default=None, help="the tuner every metric is relative to (None: xgb, or the "
                    "tier's)")
@@ -167,6 +177,9 @@ def cmd_tune(args) -> int:
         raise TunerError(f"unknown tuner {args.tuner!r}; choose one of: {', '.join(TUNERS)}")
     if args.warm_start is not None and args.tuner not in ("release", "release+", "rl"):
         raise TunerError(f"--warm-start applies to the PPO tuners (release, release+, rl), not {args.tuner!r}")
+    if args.early_stopping is not None and args.early_stopping < 1:
+        raise TunerError(f"--early-stopping {args.early_stopping} must be a positive number of trials without a new "
+                         "best; leave it out to run all --n-trial")
     t_start = time.time()
     task = create_task(args.workload, args.target)
     threads = use_threads(thread_count(task.target))  # before any worker starts: they inherit TVM_NUM_THREADS

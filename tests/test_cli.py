@@ -124,6 +124,7 @@ def test_log_written_for_another_task(tmp_path):
     (["--tuner", "xgb", "--plan-size", "0"], ["plan_size"]),
     (["--tuner", "xgb", "--warm-start", "a.agent.pt"], ["--warm-start applies to the PPO tuners", "'xgb'"]),
     (["--tuner", "release", "--warm-start", "missing.agent.pt"], ["missing.agent.pt does not exist"]),
+    (["--early-stopping", "0"], ["--early-stopping 0 must be a positive number", "leave it out"]),
 ])
 def test_bad_tuner_options_get_one_line(tmp_path, args, fragments):
     p = release("tune", "--workload", "tiny.matmul.1", "--log", str(tmp_path / "x.jsonl"), *FAST, *args)
@@ -232,3 +233,38 @@ def test_ctrl_c_during_worker_start_up_prints_one_line(tmp_path):
     assert time.time() - t0 < 20
     time.sleep(1)
     assert not [w.pid for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_help_gives_every_option_a_text_and_each_default_once():
+    """Help texts (issue 19, item 16): no option without help, no '(default: x) (default: y)'."""
+    import argparse
+    import re
+
+    from release.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name in ("workloads", "tune", "tune-model", "bench"):
+        p = sub.choices[name]
+        formatter = p._get_formatter()
+        for act in p._actions:
+            if not act.option_strings or act.dest == "help":
+                continue
+            assert act.help, f"release {name} {act.option_strings[0]} has no help"
+            shown = formatter._expand_help(act)  # as --help prints it
+            assert len(re.findall(r"\(default\b", shown)) <= 1, f"release {name} {act.option_strings[0]}: {shown}"
+
+
+def test_top_level_help_examples_parse():
+    import shlex
+
+    from release.cli import EXAMPLES, build_parser
+
+    lines = [l.strip() for l in EXAMPLES.splitlines() if l.strip().startswith("release ")]
+    assert len(lines) >= 4
+    parser = build_parser()
+    for line in lines:
+        argv = shlex.split(line.split("  ")[0])[1:]
+        if "--help" not in argv:
+            assert parser.parse_args(argv).func, line
+    assert "examples:" in parser.format_help()
