@@ -219,7 +219,7 @@ def cmd_dry_run(args) -> int:
     from release.tuners import get_tuner
 
     res: dict = {"target": args.target, "workloads": {}, "cuda_compile_mode": cuda_compile_mode(),
-                 "gpu_present": gpu_present()}
+                 "gpu_present": gpu_present(), "ms_population": args.ms_population}
     path = os.path.join(args.out, "dryrun.json")
     builder = None if args.no_pool else LocalBuilder(n_parallel=args.n_parallel, timeout=120)
     ok = True
@@ -281,6 +281,8 @@ def cmd_dry_run(args) -> int:
                 t0 = time.perf_counter()
                 try:
                     kw = {"plan_size": args.plan_size} if args.plan_size else {}
+                    if tname == "ms-evolutionary":
+                        kw["population_size"] = args.ms_population
                     tuner = get_tuner(tname, task, seed=args.seed, **kw)
                     batch = tuner.next_batch(args.n_build)
                     good = sum(sp.is_valid(c)[0] for c in batch)
@@ -664,6 +666,9 @@ def main(argv=None) -> int:
     common(q)
     q.add_argument("--n-sample", type=int, default=200, help="random configs tried for legality")
     q.add_argument("--n-build", type=int, default=4, help="valid configs built per workload")
+    q.add_argument("--ms-population", type=int, default=512,
+                   help="ms-evolutionary's population for its first proposals (MetaSchedule: 512; its first "
+                        "generation on CUDA took 4-6 min on one core of a loaded 2-core machine)")
     q.add_argument("--no-pool", action="store_true",
                    help="compile in this process only, not through the tuning build pool (its workers "
                         "each import TVM and the CUDA tensor intrinsics: ~1 min on 2 cores)")

@@ -17,9 +17,10 @@
 #      python3 is itself a venv, and a venv made from it would not see its CUDA PyTorch); the
 #      project runs from the checkout (PYTHONPATH)
 #   2. env.json: nvidia-smi, driver, nvcc, TVM/PyTorch versions, whether TVM sees the GPU
-#   3. the CUDA tests, slow ones included (tests/space/test_cuda.py, tests/cuda/)
-#   4. tune WORKLOADS with TUNERS at TRIALS each through the local runner (tune.json, logs.tar.gz)
-#   5. re-time every run's best kernel beside PyTorch's cuDNN/cuBLAS op, check outputs (retime.json)
+#   3. tune WORKLOADS with TUNERS at TRIALS each through the local runner (tune.json, logs.tar.gz)
+#   4. re-time every run's best kernel beside PyTorch's cuDNN/cuBLAS op, check outputs (retime.json)
+#   5. the CUDA tests, slow ones included (tests/space/test_cuda.py, tests/cuda/), in what time is
+#      left (the results come first: a GPU that does not work already shows in env.json and step 3)
 #   6. only with RELEASE_CUDA_MODEL=1 and time left: a short ResNet-18 tune-model (model.json)
 #
 # Modes: `stage` (call 1), `assemble` (join and check the wheels only), `run` (default).
@@ -36,14 +37,14 @@ OUT=${OUT:-$ROOT/runs/cuda-out}
 WORK=${WORK:-/tmp/release-cuda-work}
 SITE=${SITE:-/tmp/release-site}
 STAGE_KEEP=${STAGE_KEEP:-/root/release-cuda-stage}
-BUDGET_S=${BUDGET_S:-480}          # the whole run; the call's timeout_s should leave ~60 s more
+BUDGET_S=${BUDGET_S:-500}          # the whole run; the call's timeout_s should leave ~60 s more
 TRIALS=${TRIALS:-96}               # equal trial budget of every tuner
 PLAN_SIZE=${PLAN_SIZE:-32}         # configs per round (3 rounds at 96 trials)
-RUN_SECONDS=${RUN_SECONDS:-40}     # cap of one tuning run (its trials are then reported as reached)
+RUN_SECONDS=${RUN_SECONDS:-35}     # cap of one tuning run (its trials are then reported as reached)
 WORKLOADS=${WORKLOADS:-"resnet18.conv2d.6 bert-base.dense.2"}
 TUNERS=${TUNERS:-"xgb release+ ms-evolutionary"}
 TARGET=${TARGET:-cuda}             # the CLI alias: sm_90, H100/H200 limits (release/target.py)
-PYTEST_S=${PYTEST_S:-150}
+PYTEST_S=${PYTEST_S:-120}
 DRY_RUN=${DRY_RUN:-0}
 MODE=${1:-run}
 
@@ -173,19 +174,16 @@ BENCH=("$PY" "$HERE/device_bench.py")
 { nvidia-smi 2>&1 || echo "nvidia-smi: not available"; } | sed 's/^/  /'
 step env 90 "${BENCH[@]}" env --out "$OUT" --target "$TARGET"
 
-# ------------------------------------------------------------------------------------ 3. tests
+# ------------------------------------------------------------------------- tests (dry run: now)
 if [ "$DRY_RUN" = 1 ]; then  # the default suite's CUDA tests (the slow ones are for the GPU machine)
     step pytest "$PYTEST_S" "$PY" -m pytest -q -p no:cacheprovider --durations=0 tests/space/test_cuda.py tests/cuda
-else
-    step pytest "$PYTEST_S" "$PY" -m pytest -q -p no:cacheprovider --durations=0 -m 'slow or not slow' \
-        tests/space/test_cuda.py tests/cuda
 fi
 
 if [ "$DRY_RUN" = 1 ]; then
     # ---------------------------------------------------------------- 4-5, dry: up to the launch
     # shellcheck disable=SC2086
     step dry-run 900 "${BENCH[@]}" dry-run --out "$OUT" --target "$TARGET" --workloads $WORKLOADS \
-        --tuners $TUNERS --plan-size "$PLAN_SIZE"
+        --tuners $TUNERS --plan-size "$PLAN_SIZE" --ms-population "${DRY_MS_POPULATION:-64}"
     say "release tune on $TARGET here must stop with one line, before any launch:"
     t=$(date +%s)
     "${RELEASE[@]}" tune --workload tiny.matmul.1 --target "$TARGET" --tuner xgb --n-trial 8 \
@@ -199,7 +197,7 @@ if [ "$DRY_RUN" = 1 ]; then
     exit 0
 fi
 
-# ------------------------------------------------------------------------------------- 4. tune
+# ------------------------------------------------------------------------------------- 3. tune
 # tune resumes from tune.json: after its watchdog ended a search that did not return (exit 75),
 # it is started again for the remaining runs
 for attempt in 1 2 3 4; do
@@ -211,10 +209,14 @@ for attempt in 1 2 3 4; do
     [ "$(tail -1 "$STEPS" | cut -f2)" = 75 ] || break
 done
 
-# ----------------------------------------------------------------------------------- 5. retime
+# ----------------------------------------------------------------------------------- 4. retime
 # shellcheck disable=SC2086
-step retime 120 "${BENCH[@]}" retime --out "$OUT" --logs "$WORK/logs" --target "$TARGET" --workloads $WORKLOADS \
+step retime 90 "${BENCH[@]}" retime --out "$OUT" --logs "$WORK/logs" --target "$TARGET" --workloads $WORKLOADS \
     --tuners $TUNERS
+
+# ------------------------------------------------------------------------------------ 5. tests
+step pytest "$PYTEST_S" "$PY" -m pytest -q -p no:cacheprovider --durations=0 -m 'slow or not slow' \
+    tests/space/test_cuda.py tests/cuda
 
 # ------------------------------------------------------------------------- 6. optional: a model
 if [ "${RELEASE_CUDA_MODEL:-0}" = 1 ]; then
