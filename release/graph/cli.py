@@ -204,7 +204,18 @@ def _optimize(args) -> int:
         extra_evals = 0
         if name == "exact":
             if args.objective == "peak-memory":
-                ex = exact_peak_memory(graph, args.exact_states, time_limit=args.exact_time_limit)
+                # frontier DP (half the time limit), then the CP-SAT order model hinted with the greedy order
+                ex = exact_peak_memory(graph, args.exact_states, time_limit=args.exact_time_limit / 2)
+                if not ex.optimal:
+                    from .exact import exact_peak_memory_cpsat
+
+                    done = [r for r in results.values() if r.get("objective") is not None and r["violation"] <= 0]
+                    best_so_far = min(done, key=lambda r: r["objective"])["solution"]["order"] if done else None
+                    hint = (best_so_far if best_so_far is not None
+                            else PerformanceModel(graph, 1, "peak-memory").decode(seeds[1]).order)
+                    dp_status = ex.status
+                    ex = exact_peak_memory_cpsat(graph, args.exact_time_limit / 2, hint_order=hint, seed=args.seed)
+                    ex.status = f"DP {dp_status}; CP-SAT {ex.status}, bound {ex.bound:.0f}"
             else:
                 ex = exact_makespan(graph, devices, mkw["latency_us"], mkw["bandwidth"], args.exact_time_limit,
                                     seed=args.seed)
