@@ -7,10 +7,11 @@ runs on both modules (ToNonDataflow, RemovePurityChecking, CallTIRRewrite, Stati
 ``relax.analysis.estimate_memory_usage``, "with memory planning" total). TVM's figure is the total size of the
 planned storage tokens, not the peak of live bytes, so the two need not move together.
 
+Superseded by ``tvm_plan_real.py`` (issue 18: exact bytes, the plan model, real-size graphs).
+
 Usage: ``.venv/bin/python benchmarks/regal/tvm_memory_plan.py [inception randwire resnet18 transformer]``
 """
 
-import re
 import sys
 import warnings
 from pathlib import Path
@@ -20,22 +21,16 @@ warnings.filterwarnings("ignore")
 
 
 def main(names):
-    import tvm
-    from tvm import relax
 
     from release.graph.exact import exact_peak_memory
     from release.graph.models import build_model
     from release.graph.perf_model import PerformanceModel
     from release.graph.relax_import import export_torch, from_relax, fuse_like_tvm, reorder_bindings
 
-    plan = tvm.transform.Sequential([
-        relax.transform.ToNonDataflow(), relax.transform.RemovePurityChecking(), relax.transform.CallTIRRewrite(),
-        relax.transform.StaticPlanBlockMemory(),
-    ])
+    from release.graph.tvm_plan import planned_memory_exact
 
-    def planned(mod) -> float:
-        text = relax.analysis.estimate_memory_usage(plan(mod))
-        return float(re.search(r"With memory planning.*total size ([0-9.e+-]+) GB", text).group(1)) * 1e9
+    def planned(mod) -> float:  # exact bytes (the text report this once parsed prints GiB, not 1e9 bytes)
+        return float(planned_memory_exact(mod).total)
 
     print("| model | nodes | model peak, given order (kB) | model peak, optimal order (kB) | "
           "TVM plan, given order (kB) | TVM plan, optimal order (kB) |")

@@ -37,7 +37,7 @@ def test_exact_plan_of_tiny_by_hand(tiny):
     """conv a (1x8x8x8 f32 = 2048 B), conv b (2048 B), concat (1x16x8x8 = 4096 B), conv c -> output (1x4x8x8 =
     1024 B). a and b are both live at the concat, the concat's output needs a third storage, the output is not
     planned: 3 storages of 2048 + 2048 + 4096 bytes and 1024 unplanned = 9216 bytes (TVM's text report says
-    8.583e-06 GB: GiB, which the old 1e9 reading got 7.4% wrong)."""
+    8.583e-06 GB: GiB, which the old 1e9 reading put 6.9% low)."""
     from release.graph.tvm_plan import TVMPlanModel, planned_memory_exact
 
     mod, g = tiny
