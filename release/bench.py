@@ -88,6 +88,11 @@ class BenchConfig:
     n_parallel: int | None = None
     baseline: str = BASELINE
     against: list = field(default_factory=lambda: ["ms-evolutionary"])
+    layout: str = "NCHW"
+    """conv2d layout of the tasks (``release.task.create_task``); the committed tiers are NCHW."""
+    prepack: bool = False
+    """Layout-free weights (pre-packing). Off: the committed tiers' logs were measured on the plain
+    program (and a task's key covers the attribute), so a tier resumes and re-times its own runs."""
 
     @classmethod
     def from_tier(cls, tier: str, **over) -> "BenchConfig":
@@ -130,7 +135,10 @@ class BenchConfig:
 
 
 def log_path(cfg: BenchConfig, workload: str, tuner: str, seed: int) -> str:
-    return os.path.join(cfg.logs, f"{workload}.{tuner}.s{seed}.jsonl")
+    """``<logs>/<workload>[-<layout>][-prepack].<tuner>.s<seed>.jsonl`` (the suffixes keep another
+    program's runs apart from the NCHW ones)."""
+    variant = ("" if cfg.layout in ("", "NCHW") else f"-{cfg.layout}") + ("-prepack" if cfg.prepack else "")
+    return os.path.join(cfg.logs, f"{workload}{variant}.{tuner}.s{seed}.jsonl")
 
 
 def run(cfg: BenchConfig, progress: bool = True) -> None:
@@ -142,7 +150,7 @@ def run(cfg: BenchConfig, progress: bool = True) -> None:
 
     os.makedirs(cfg.logs, exist_ok=True)  # tuner names were checked by BenchConfig.from_tier (get_tuner checks too)
     opt = _measure_option(cfg)
-    tasks = {w: create_task(w, cfg.target) for w in cfg.workloads}
+    tasks = {w: create_task(w, cfg.target, layout=cfg.layout, prepack=cfg.prepack) for w in cfg.workloads}
     try:
         # Seeds outermost: a benchmark stopped part-way leaves complete seeds over every tuner and task.
         for seed in cfg.seeds:
@@ -198,7 +206,7 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
     opt = _measure_option(cfg)
     try:
         for w in cfg.workloads:
-            task = create_task(w, cfg.target)
+            task = create_task(w, cfg.target, layout=cfg.layout, prepack=cfg.prepack)
             space = task.config_space
             items = []
             for t in cfg.tuners:
@@ -363,7 +371,7 @@ def torch_reference_gflops(workload: str, repeat: int = 30, threads: int | None 
     from .workloads import get_workload
 
     w = get_workload(workload)
-    task = task if task is not None else create_task(workload)
+    task = task if task is not None and task.name == w.name else create_task(workload, prepack=False)  # NCHW inputs
     xs = [torch.from_numpy(x) for x in task.random_inputs()]
     p = w.params
     if w.op == "conv2d":

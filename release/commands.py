@@ -36,6 +36,12 @@ def register(subparsers) -> None:
     p.add_argument("--database", default=None,
                    help="also write a MetaSchedule JSONDatabase in this folder (None: none)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
+    p.add_argument("--layout", default="NCHW",
+                   help="conv2d data layout: NCHW, NCHWc (channel blocks = the target's vector lanes: 16 with AVX-512, "
+                        "8 with AVX2) or e.g. NCHW16c; the blocked layouts reach PyTorch's oneDNN speed")
+    p.add_argument("--no-prepack", action="store_true",
+                   help="keep the weight layout as written (default on CPU: conv2d/dense weights are layout-free, "
+                        "pre-packed into the order the schedule reads, as TVM's cpu_weight_prepack)")
     p.add_argument("--plan-size", type=int, default=None,
                    help="configs per round for model-based tuners (None: the tuner's own, 64 for xgb)")
     p.add_argument("--feature-type", default=None,
@@ -110,6 +116,10 @@ def register(subparsers) -> None:
                    "tier's)")
     p.add_argument("--against", nargs="*", default=None,
                    help="further comparators, each with its own table (None: ms-evolutionary when it runs)")
+    p.add_argument("--layout", default=None, help="conv2d layout of the tasks: NCHW (the tiers' default), NCHWc or "
+                                                  "e.g. NCHW16c; give a separate --out for another layout")
+    p.add_argument("--prepack", action="store_true", default=None,
+                   help="layout-free (pre-packed) weights; the committed tiers ran without")
     p.add_argument("--report-only", action="store_true", help="recompute metrics and plots from the logs")
     p.add_argument("--remeasure", action="store_true",
                    help="after the runs, re-time every run's 3 best configs, all tuners interleaved (the same "
@@ -181,7 +191,7 @@ def cmd_tune(args) -> int:
         raise TunerError(f"--early-stopping {args.early_stopping} must be a positive number of trials without a new "
                          "best; leave it out to run all --n-trial")
     t_start = time.time()
-    task = create_task(args.workload, args.target)
+    task = create_task(args.workload, args.target, layout=args.layout, prepack=False if args.no_prepack else None)
     threads = use_threads(thread_count(task.target))  # before any worker starts: they inherit TVM_NUM_THREADS
     log = args.log or os.path.join("runs", f"{args.workload}.{args.tuner}.jsonl")
     previous = check_log_for_task(log, task)
@@ -192,7 +202,7 @@ def cmd_tune(args) -> int:
     tuner = get_tuner(args.tuner, task, seed=args.seed, **kwargs)
     space = task.config_space
     print(f"task     {task.name}: {task.flop / 1e9:.3f} GFLOP, target {task.target_json}, kernels timed on "
-          f"{threads} threads")
+          f"{threads} threads" + (", weight pre-packed (layout-free)" if task.layout_free else ""))
     print(f"space    {len(space.spaces)} design spaces, {space.n_knobs} knobs, {space.size:.3g} configs")
     print(f"tuner    {args.tuner}, {args.n_trial} trials, seed {args.seed}, log {log}"
           + (f" (resuming {len(previous)} records)" if previous else ""))
@@ -308,7 +318,8 @@ def cmd_bench(args) -> int:
 
     cfg = bench.BenchConfig.from_tier(args.tier, workloads=args.workloads, tuners=args.tuners, seeds=args.seeds,
                                       n_trial=args.n_trial, target=args.target, out=args.out,
-                                      logs=args.logs, baseline=args.baseline, against=args.against)
+                                      logs=args.logs, baseline=args.baseline, against=args.against,
+                                      layout=args.layout, prepack=args.prepack)
     # the command that reproduces the results (runs, resumes or skips, then reports)
     argv = [a for a in sys.argv[1:] if a not in ("--report-only", "--no-progress")]
     command = "release " + " ".join(argv) if sys.argv and sys.argv[0].endswith("release") else \

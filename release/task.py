@@ -63,6 +63,14 @@ class Task:
         default is TVM's own untuned build of the same program.
     weight : int
         How many times the task runs in its model (1 for a single operator).
+    layout_free : sequence of int, optional
+        Indices of the inputs that are constants (weights) whose layout the tuner may rewrite:
+        they become the PrimFunc's ``layout_free_buffers`` attribute, so MetaSchedule's
+        ``RewriteLayout`` postprocessor pre-packs them into the order the schedule reads
+        (TVM's CPU recipe, ``relax.pipeline.static_shape_tuning_pipeline(cpu_weight_prepack=True)``).
+        Measurement times the kernel on the packed weight; the compiled kernel (``compile_tir``)
+        packs inside, so it takes the original weights (deploy: ``relax.transform.SplitLayoutRewritePreproc``
+        moves the packing out, run once). Default None: the program's own attribute, if any.
 
     Attributes
     ----------
@@ -73,19 +81,26 @@ class Task:
         Floating-point operations of one run (TVM's ``estimate_tir_flops``).
     key : str
         ``<name>/<16 hex digits>``: stable over processes; the hash covers program and target.
+    layout_free : tuple of int
+        The layout-free inputs (empty: every layout as written).
 
     Raises
     ------
     WorkloadError, TargetError
-        On a program or target that cannot be used.
+        On a program or target that cannot be used, or ``layout_free`` naming no input.
     """
 
     def __init__(self, func: Any, target: Any = "llvm", name: str | None = None,
-                 reference: Callable | None = None, weight: int = 1):
+                 reference: Callable | None = None, weight: int = 1, layout_free=None):
         import tvm_ffi
         from tvm.s_tir.analysis import estimate_tir_flops
 
         self.mod = _normalize_mod(func)
+        if layout_free is not None:
+            self.mod = _with_layout_free(self.mod, layout_free)
+        attrs = self.mod["main"].attrs
+        self.layout_free = tuple(int(i) for i in (attrs["layout_free_buffers"] if attrs is not None
+                                                  and "layout_free_buffers" in attrs else ()))
         self.target = resolve_target(target)
         self.target_json = target_to_json(self.target)
         digest = hashlib.sha1(
@@ -176,7 +191,43 @@ def run_module(lib, inputs: list[np.ndarray], out_shape: tuple[list[int], str], 
     return out.numpy()
 
 
-def create_task(workload: Any, target: Any = "llvm") -> Task:
+def _with_layout_free(mod, layout_free):
+    """``mod`` with ``layout_free_buffers`` set on ``main`` (checked against its parameters)."""
+    import tvm
+
+    func = mod["main"]
+    n_in = len(func.params) - 1  # the last parameter is the output
+    try:
+        idx = sorted({int(i) for i in layout_free})
+    except (TypeError, ValueError):
+        raise WorkloadError(f"layout_free={layout_free!r} must be input indices (integers)") from None
+    bad = [i for i in idx if not 0 <= i < n_in]
+    if bad:
+        raise WorkloadError(f"layout_free indices {bad} name no input: the program has {n_in} inputs "
+                            f"(indices 0-{n_in - 1}; the output cannot be layout-free)")
+    func = func.with_attr("layout_free_buffers", idx) if idx else func.without_attr("layout_free_buffers")
+    return tvm.IRModule({"main": func})
+
+
+def vector_lanes(target) -> int:
+    """float32 lanes of the target's widest vector unit: 16 with AVX-512, 8 with AVX/AVX2, 4
+    otherwise (SSE, NEON); for a non-CPU target 16."""
+    from tvm.target.codegen import target_has_features
+
+    target = resolve_target(target)
+    if target.kind.name != "llvm":
+        return 16
+    for feature, lanes in (("avx512f", 16), ("avx", 8)):
+        try:
+            if target_has_features(feature, target):
+                return lanes
+        except Exception:  # noqa: BLE001 - a non-x86 target has no such feature
+            break
+    return 4
+
+
+def create_task(workload: Any, target: Any = "llvm", layout: str | None = None,
+                prepack: bool | None = None, layout_free=None) -> Task:
     """Make a :class:`Task` from a registered workload name or from a program.
 
     Parameters
@@ -185,18 +236,70 @@ def create_task(workload: Any, target: Any = "llvm") -> Task:
         A name from :mod:`release.workloads` (``resnet18.conv2d.2``) or a program.
     target : str | dict | Target
         See :func:`release.target.resolve_target`.
+    layout : str, optional
+        Registered conv2d workloads: ``"NCHW"`` (default), ``"NCHWc"`` (channel blocks sized to the
+        target's vector: 16 with AVX-512, 8 with AVX2; :func:`release.workloads.block_sizes`) or an
+        explicit ``"NCHW16c"``. The task's name gets ``-NCHW16c`` appended; its reference takes
+        and returns the blocked layout.
+    prepack : bool, optional
+        Registered workloads: mark the weight (conv2d kernel, dense weight) layout-free so the
+        tuner pre-packs it (see :class:`Task`). Default None = on for CPU (llvm) targets and
+        conv2d/dense workloads, off otherwise. Programs: use ``layout_free``.
+    layout_free : sequence of int, optional
+        Programs only: indices of the layout-free (constant) inputs; see :class:`Task`.
 
     Raises
     ------
     WorkloadError
-        Unknown workload name.
+        Unknown workload name, a layout for a non-conv2d workload, channel blocks that do not
+        divide the channels, ``layout_free`` naming no input or given with a workload name.
     TargetError
         Bad target.
     """
     if isinstance(workload, str):
-        from .workloads import get_workload
+        from .workloads import block_sizes, get_workload
 
+        if layout_free is not None:
+            raise WorkloadError("layout_free applies to programs; for a registered workload use prepack=True/False")
         w = get_workload(workload)
         tgt = resolve_target(target)
-        return Task(w.build_te(), tgt, name=w.name, reference=w.reference)
-    return Task(workload, target)
+        layout = layout or "NCHW"
+        if layout == "NCHWc":
+            if w.op != "conv2d":
+                raise WorkloadError(f"layout 'NCHWc' applies to conv2d workloads, not {w.op} ({w.name})")
+            cb, kb = block_sizes(w.params["c"], w.params["k"], vector_lanes(tgt))
+            layout = f"NCHW{cb}c" if cb == kb else f"NCHW{cb}c{kb}k"
+        if prepack is None:
+            prepack = tgt.kind.name == "llvm" and w.op in ("conv2d", "dense")
+        name = w.name if layout == "NCHW" else f"{w.name}-{layout}"
+        ref = w.reference if layout == "NCHW" else (lambda xs, w=w, layout=layout: w.reference(xs, layout))
+        return Task(w.build_te(layout), tgt, name=name, reference=ref, layout_free=[1] if prepack else [])
+    if layout is not None or prepack is not None:
+        raise WorkloadError("layout and prepack apply to registered workload names; for a program give "
+                            "layout_free=[input indices] and build the layout into the program")
+    return Task(workload, target, layout_free=layout_free)
+
+
+def fma_by_register(lib) -> dict[str, int]:
+    """Count the vector FMA instructions of a compiled CPU kernel by register width.
+
+    Parameters
+    ----------
+    lib : tvm.runtime.Executable or Module
+        What ``tvm.compile`` returns for an LLVM target.
+
+    Returns
+    -------
+    dict
+        ``{"zmm": n512, "ymm": n256, "xmm": n128}``: ``vfmadd*``/``vfnmadd*`` instructions whose
+        destination is a 512-, 256- or 128-bit register (AT&T syntax: the last operand). A kernel
+        that uses the target's widest unit has its FMAs on zmm (AVX-512) or ymm (AVX2).
+    """
+    import re
+
+    mod = getattr(lib, "mod", lib)
+    asm = mod.inspect_source("asm")
+    counts = {"zmm": 0, "ymm": 0, "xmm": 0}
+    for m in re.finditer(r"^\s*v(?:fn?madd|fn?msub)\w*\s+[^\n]*%([xyz]mm)\d+\s*$", asm, re.M):
+        counts[m.group(1)] += 1
+    return counts

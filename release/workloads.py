@@ -41,11 +41,23 @@ class Workload:
     params: dict = field(hash=False)
     description: str = ""
 
-    def build_te(self):
-        """Return the TE tensors ``[inputs..., output]`` of this workload (TVM topi)."""
+    def build_te(self, layout: str = "NCHW"):
+        """Return the TE tensors ``[inputs..., output]`` of this workload (TVM topi).
+
+        Parameters
+        ----------
+        layout : str
+            conv2d only: ``"NCHW"`` (default, ``topi.nn.conv2d_nchw``) or a channel-blocked
+            ``"NCHW{cb}c"`` / ``"NCHW{cb}c{kb}k"`` (see :func:`conv2d_nchwc_te`); other ops take ``"NCHW"``.
+        """
         from tvm import te, topi
 
         p = self.params
+        if layout != "NCHW":
+            if self.op != "conv2d":
+                raise WorkloadError(f"layout {layout!r} applies to conv2d workloads, not {self.op} ({self.name})")
+            cb, kb = parse_blocked_layout(layout)
+            return conv2d_nchwc_te(p, cb, kb)
         if self.op == "conv2d":
             data = te.placeholder((p["n"], p["c"], p["h"], p["w"]), name="data", dtype="float32")
             kernel = te.placeholder((p["k"], p["c"], p["r"], p["s"]), name="kernel", dtype="float32")
@@ -64,12 +76,22 @@ class Workload:
             return [a, b, out]
         raise AssertionError(self.op)
 
-    def reference(self, inputs: list[np.ndarray]) -> np.ndarray:
+    def reference(self, inputs: list[np.ndarray], layout: str = "NCHW") -> np.ndarray:
         """Reference output for ``inputs`` (NumPy arrays in argument order), float32.
 
-        conv2d uses ``torch.nn.functional.conv2d``; dense and matmul use NumPy.
+        conv2d uses ``torch.nn.functional.conv2d`` (blocked layouts are unpacked to NCHW/OIHW,
+        convolved, and the output packed back); dense and matmul use NumPy.
         """
         p = self.params
+        if layout != "NCHW":
+            cb, kb = parse_blocked_layout(layout)
+            data, kernel = inputs
+            n, c1, h, w, _ = data.shape
+            k1, _, r, s, _, _ = kernel.shape
+            plain = self.reference([data.transpose(0, 1, 4, 2, 3).reshape(n, c1 * cb, h, w),
+                                    kernel.transpose(0, 5, 1, 4, 2, 3).reshape(k1 * kb, c1 * cb, r, s)])
+            _, _, oh, ow = plain.shape
+            return np.ascontiguousarray(plain.reshape(n, k1, kb, oh, ow).transpose(0, 1, 3, 4, 2))
         if self.op == "conv2d":
             import torch
 
@@ -83,6 +105,72 @@ class Workload:
         if self.op == "matmul":
             return inputs[0] @ inputs[1]
         raise AssertionError(self.op)
+
+
+def parse_blocked_layout(layout: str) -> tuple[int, int]:
+    """``"NCHW16c"`` -> (16, 16); ``"NCHW3c16k"`` -> (3, 16): input- and output-channel block sizes.
+
+    Raises
+    ------
+    WorkloadError
+        Anything else (the message gives the accepted forms).
+    """
+    import re
+
+    m = re.fullmatch(r"NCHW(\d+)c(?:(\d+)k)?", layout or "")
+    if not m or int(m.group(1)) < 1 or (m.group(2) and int(m.group(2)) < 1):
+        raise WorkloadError(f"layout {layout!r} is not NCHW or a blocked NCHW{{cb}}c (e.g. NCHW16c, or NCHW3c16k for "
+                            "another output-channel block)")
+    cb = int(m.group(1))
+    return cb, int(m.group(2) or cb)
+
+
+def block_sizes(c: int, k: int, lanes: int) -> tuple[int, int]:
+    """Channel blocks for a vector of ``lanes`` float32: the largest divisor of ``c`` (input) and of
+    ``k`` (output channels) that is at most ``lanes`` (16 with AVX-512, 8 with AVX2; 3 for an RGB
+    input)."""
+    def block(x):
+        return max(d for d in range(1, min(x, lanes) + 1) if x % d == 0)
+
+    return block(c), block(k)
+
+
+def conv2d_nchwc_te(p: dict, cb: int, kb: int):
+    """A channel-blocked conv2d in TE, AutoTVM's x86 layout (oneDNN's ``nChw16c``).
+
+    data (N, C/cb, H, W, cb), kernel (K/kb, C/cb, R, S, cb, kb), output (N, K/kb, OH, OW, kb);
+    reduction over (C/cb, R, S, cb) as separate axes, so the vector dimension is the output
+    channel block (shared/reference/kernel-quality.md: 1.04-1.11x PyTorch at 2 threads where NCHW
+    stays at 0.8-0.95x). ``topi.nn.conv2d_NCHWc`` fuses the reduction into one axis with div/mod
+    indexing; this form keeps the axes apart for MetaSchedule's tiling.
+
+    Raises
+    ------
+    WorkloadError
+        ``cb`` does not divide C or ``kb`` does not divide K.
+    """
+    from tvm import te, topi
+
+    n, c, h, w, k, r, s = (p[x] for x in ("n", "c", "h", "w", "k", "r", "s"))
+    stride, pad = p["stride"], p["pad"]
+    if c % cb or k % kb:
+        raise WorkloadError(f"channel blocks {cb}c/{kb}k do not divide {c} input / {k} output channels; "
+                            f"use block_sizes({c}, {k}, lanes)")
+    data = te.placeholder((n, c // cb, h, w, cb), name="data", dtype="float32")
+    kernel = te.placeholder((k // kb, c // cb, r, s, cb, kb), name="kernel", dtype="float32")
+    oh, ow = (h + 2 * pad - r) // stride + 1, (w + 2 * pad - s) // stride + 1
+    padded = topi.nn.pad(data, [0, 0, pad, pad, 0], [0, 0, pad, pad, 0], name="pad_temp") if pad else data
+    icc = te.reduce_axis((0, c // cb), name="icc")
+    kh = te.reduce_axis((0, r), name="kh")
+    kw = te.reduce_axis((0, s), name="kw")
+    icb = te.reduce_axis((0, cb), name="icb")
+    out = te.compute(
+        (n, k // kb, oh, ow, kb),
+        lambda b, occ, y, x, ocb: te.sum(
+            padded[b, icc, y * stride + kh, x * stride + kw, icb] * kernel[occ, icc, kh, kw, icb, ocb],
+            axis=[icc, kh, kw, icb]),
+        name="conv2d_NCHWc")
+    return [data, kernel, out]
 
 
 def _conv(name, c, k, hw, rs, stride, pad) -> Workload:

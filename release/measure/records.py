@@ -7,7 +7,8 @@ to MetaSchedule ``TuningRecord``s, so TVM's own ``compile_tir`` / ``compile_rela
 
 Record fields: ``version, task (key), name, target (JSON), config, trace (MetaSchedule trace
 JSON), costs (s), error_kind, error_msg, timestamp (unix s), build_s, run_s, measure_s,
-search_s, fit_s, tuner, flop, round, threads`` (threads the kernel ran on).
+search_s, fit_s, tuner, flop, round, threads`` (threads the kernel ran on), ``layout_rewrite``
+(the weight was pre-packed).
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class Record:
     #: threads the kernel was timed with (0: not run, or a record written before the count was
     #: set explicitly, when TVM's runtime defaulted to half the cores: 1 on a 2-core machine)
     threads: int = 0
+    #: the schedule rewrites a layout-free weight's layout (MetaSchedule's RewriteLayout fired:
+    #: the kernel was timed on the pre-packed weight)
+    layout_rewrite: bool = False
     version: int = RECORD_VERSION
 
     @property
@@ -97,7 +101,9 @@ class Record:
                    trace=trace, costs=list(result.costs), error_kind=result.error_kind, error_msg=result.error_msg,
                    timestamp=result.timestamp, build_s=result.build_s, run_s=result.run_s,
                    measure_s=result.measure_s, search_s=result.search_s, fit_s=result.fit_s, tuner=tuner, flop=task.flop,
-                   round=result.round, threads=result.threads)
+                   round=result.round, threads=result.threads,
+                   layout_rewrite=result.trace is not None and any(
+                       i.kind.name == "TransformLayout" for i in result.trace.insts))
 
 
 def _check_path(path) -> None:
