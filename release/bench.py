@@ -509,11 +509,22 @@ def _summary(cfg: BenchConfig, per_task: dict, metrics_of) -> dict:
     for t in cfg.tuners:
         rows = [metrics_of(r) for w in cfg.workloads for r in per_task[w].get(t, [])]
         entry = {}
+        expected = len(cfg.workloads) * len(cfg.seeds)
         for metric in ("time_speedup", "round_speedup", "measure_ratio", "best_ratio_at_equal_n"):
             data = {w: [metrics_of(r).get(metric, float("nan")) for r in per_task[w].get(t, [])]
                     for w in cfg.workloads}
             est, lo, hi = bootstrap_geomean(data)
-            entry[metric] = {"geomean": est, "ci95": [lo, hi]}
+            # every run is counted: those without a usable value are excluded from the mean, with a reason
+            values = [v for vs in data.values() for v in vs]
+            used = sum(1 for v in values if v is not None and np.isfinite(v) and v > 0)
+            reasons = []
+            if len(values) < expected:
+                reasons.append(f"{expected - len(values)} without records")
+            if len(values) > used:
+                reasons.append(f"{len(values) - used} "
+                               + ("without a value (no baseline run of that seed, or nothing measured)" if metric != "round_speedup"
+                                  else "shorter than the rounds compared"))
+            entry[metric] = {"geomean": est, "ci95": [lo, hi], "runs": [used, expected], "excluded": "; ".join(reasons)}
         entry["reached"] = [sum(bool(m.get("reached")) for m in rows), sum("reached" in m for m in rows)]
         shares = [m.get("search_share", 0.0) for m in rows if m]
         entry["search_share_mean"] = float(np.mean(shares)) if shares else float("nan")
@@ -539,7 +550,9 @@ def _summary_table(summary: dict, rounds: int = 16) -> list[str]:
         for m in ("time_speedup", "round_speedup", "measure_ratio", "best_ratio_at_equal_n"):
             g, (lo, hi) = e[m]["geomean"], e[m]["ci95"]
             pre = bound if m in ("time_speedup", "measure_ratio") else ""
-            cells.append(f"{pre}{_fmt(g)} [{_fmt(lo)}, {_fmt(hi)}]")
+            used, expected = e[m].get("runs", [0, 0])
+            excl = f" (excluded {expected - used}/{expected}: {e[m]['excluded']})" if used < expected else ""
+            cells.append(f"{pre}{_fmt(g)} [{_fmt(lo)}, {_fmt(hi)}]{excl}")
         cells.insert(1, f"{reached}/{runs}")
         lines.append(f"| {t} | " + " | ".join(cells) + f" | {_fmt(100 * e['search_share_mean'], 0)}% |")
     return lines + [""]

@@ -193,7 +193,7 @@ def cmd_tune(args) -> int:
     t_start = time.time()
     task = create_task(args.workload, args.target, layout=args.layout, prepack=False if args.no_prepack else None)
     threads = use_threads(thread_count(task.target))  # before any worker starts: they inherit TVM_NUM_THREADS
-    log = args.log or os.path.join("runs", f"{args.workload}.{args.tuner}.jsonl")
+    log = args.log or os.path.join("runs", f"{task.name}.{args.tuner}.jsonl")
     previous = check_log_for_task(log, task)
     option = make_measure_option(args)
     option["runner"].check_device(task.target)  # before the (slow on CUDA) knob space is built
@@ -220,9 +220,21 @@ def cmd_tune(args) -> int:
           f"({wall:.1f} s wall: search {tuner.time_search:.1f} s, fit {tuner.time_fit:.1f} s, "
           f"measure {tuner.time_measure:.1f} s)")
     print(f"config   {json.dumps(space.describe(tuner.best_config))}")
-    if args.no_check or task.target.kind.name != "llvm":
-        return 0
-    return _check_best(task, log)
+    rc = 0 if args.no_check or task.target.kind.name != "llvm" else _check_best(task, log)
+    _print_usage(args, task, log)
+    return rc
+
+
+def _print_usage(args, task, log) -> None:
+    """Where the results went and how to use them (issue 19 item 14)."""
+    layout = "" if args.layout == "NCHW" else f", layout={args.layout!r}"
+    prepack = ", prepack=False" if args.no_prepack else ""
+    print(f"log      {log} (the same command resumes it)" + (f"; MetaSchedule database {args.database}"
+                                                             if args.database else ""))
+    print(f"use      from release import autotvm; task = autotvm.task.create({args.workload!r}, target={args.target!r}"
+          f"{layout}{prepack}); db = autotvm.apply_history_best({log!r}).database([task])")
+    print("         sch = tvm.s_tir.meta_schedule.tir_integration.compile_tir(db, task.mod, task.target); "
+          "lib = tvm.compile(sch.mod, target=task.target)")
 
 
 def _check_best(task, log) -> int:

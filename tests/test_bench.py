@@ -120,3 +120,23 @@ def test_rounds_of_a_resumed_pre_fix_log_continue():
     recs = [SimpleNamespace(gflops=1.0, search_s=0.0, fit_s=0.0, measure_s=1.0, round=r) for r in [0, 1, 2, 1, 2]]
     c = bench.Curve.from_records(recs)
     assert c.wall_at_rounds(4) == pytest.approx(4.0) and c.wall_at_rounds(5) == pytest.approx(5.0)
+
+
+def test_summary_counts_every_run_and_names_exclusions():
+    """Geometric means drop NaN/non-positive values, so each cell says how many runs it excludes and why
+    (issue 19 item 12): a missing seed and a run without a value both show as excluded k/n."""
+    from release import bench
+
+    cfg = bench.BenchConfig.from_tier("smoke", seeds=[0, 1])
+    row = {"time_speedup": 2.0, "round_speedup": 1.0, "measure_ratio": 1.0, "reached": True, "search_share": 0.1}
+    per_task = {"tiny.matmul.1": {"random": [dict(row, best_ratio_at_equal_n=1.5)],  # seed 1 has no log
+                                  "grid": [dict(row, best_ratio_at_equal_n=0.0), dict(row, best_ratio_at_equal_n=1.5)]}}
+    s = bench._summary(cfg, per_task, lambda r: r)
+    assert s["random"]["time_speedup"]["runs"] == [1, 2]
+    assert "1 without records" in s["random"]["time_speedup"]["excluded"]
+    assert s["grid"]["best_ratio_at_equal_n"]["runs"] == [1, 2]
+    assert s["grid"]["best_ratio_at_equal_n"]["geomean"] == 1.5
+    assert s["grid"]["time_speedup"]["runs"] == [2, 2] and not s["grid"]["time_speedup"]["excluded"]
+    table = "\n".join(bench._summary_table(s, 1))
+    assert "excluded 1/2: 1 without records" in table
+    assert "excluded 1/2: 1 without a value" in table

@@ -43,6 +43,11 @@ def test_tune_resnet18_conv2_64_random_trials_and_check(tmp_path):
     assert len({tuple(r["config"]) for r in recs}) == 64
     assert "matches the reference" in p.stdout
     assert "GFLOPS" in p.stdout
+    from release.target import host_cores
+
+    assert f"kernels timed on {host_cores()} threads" in p.stdout
+    assert {r["threads"] for r in recs if r["costs"]} == {host_cores()}
+    assert f"log      {log}" in p.stdout and "apply_history_best" in p.stdout
 
 
 def test_killed_run_resumes_without_measuring_twice(tmp_path):
@@ -268,3 +273,18 @@ def test_top_level_help_examples_parse():
         if "--help" not in argv:
             assert parser.parse_args(argv).func, line
     assert "examples:" in parser.format_help()
+
+
+def test_tune_blocked_layout_and_the_printed_usage_runs(tmp_path):
+    """`--layout NCHWc` tunes the channel-blocked conv2d; the two `use` lines it prints compile the
+    best kernel when run as printed (issue 16 item 2, issue 19 item 14)."""
+    log = tmp_path / "c.jsonl"
+    p = release("tune", "--workload", "tiny.conv2d.1", "--layout", "NCHWc", "--tuner", "random", "--n-trial", "4",
+                "--log", str(log), *FAST)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "tiny.conv2d.1-NCHW" in p.stdout and "matches the reference" in p.stdout
+    use = [ln[9:] for ln in p.stdout.splitlines() if ln.startswith(("use      ", "         sch"))]
+    assert len(use) == 2, p.stdout
+    code = "import tvm\n" + "\n".join(x.strip().replace("; ", "\n") for x in use) + "\nprint(type(lib).__name__)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, code + run.stderr
