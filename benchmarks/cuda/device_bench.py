@@ -51,6 +51,8 @@ if ROOT not in sys.path:
 
 WORKLOADS = ["resnet18.conv2d.6", "bert-base.dense.2"]
 TUNERS = ["xgb", "release+", "ms-evolutionary"]
+#: tuners without rounds of a plan size (``get_tuner`` refuses ``plan_size`` for them)
+NO_PLAN = ("random", "grid", "ga")
 #: the CLI's ``cuda`` alias: sm_90 with the H100/H200 limits MetaSchedule needs (release.target)
 TARGET = "cuda"
 
@@ -280,7 +282,7 @@ def cmd_dry_run(args) -> int:
             for tname in args.tuners:
                 t0 = time.perf_counter()
                 try:
-                    kw = {"plan_size": args.plan_size} if args.plan_size else {}
+                    kw = {"plan_size": args.plan_size} if args.plan_size and tname not in NO_PLAN else {}
                     if tname == "ms-evolutionary":
                         kw["population_size"] = args.ms_population
                     tuner = get_tuner(tname, task, seed=args.seed, **kw)
@@ -416,10 +418,10 @@ def cmd_tune(args) -> int:
         log("tune: every run is already in tune.json")
         return 0
     current: dict = {}
+    stop = threading.Event()
 
     def watchdog():
-        while True:
-            time.sleep(1.0)
+        while not stop.wait(min(1.0, max(0.05, args.grace / 4))):
             c = dict(current)
             if c and time.time() > c["t0"] + args.run_seconds + args.grace:
                 summary["runs"][c["key"]] = _run_summary(
@@ -449,7 +451,7 @@ def cmd_tune(args) -> int:
             lp = log_path(args.logs, wname, tname, args.seed)
             # plan size = configs per round (ms-evolutionary: its generation, num_trials_per_iter);
             # ms-evolutionary searches on every core, as tune_tir does by default
-            kw = {"plan_size": args.plan_size} if args.plan_size else {}
+            kw = {"plan_size": args.plan_size} if args.plan_size and tname not in NO_PLAN else {}
             if tname == "ms-evolutionary":
                 kw["num_threads"] = os.cpu_count() or 1
             t0 = time.time()
@@ -472,6 +474,7 @@ def cmd_tune(args) -> int:
             log(f"tune {key}: {r['ok']} ok of {r['records']} records, best {(r['best_gflops'] or 0):.1f} GFLOPS, "
                 f"{r['wall_s']:.0f} s, stopped by {stopped}")
     finally:
+        stop.set()
         opt["builder"].close()
         opt["runner"].close()
     write_json(path, summary)
@@ -479,30 +482,54 @@ def cmd_tune(args) -> int:
 
 
 # ---------------------------------------------------------------------------------------- retime
+def _torch_cpu_ms(f, number: int = 20, repeat: int = 1) -> list[float]:
+    """``repeat`` means (ms) of ``number`` calls of ``f`` on the CPU (wall clock)."""
+    import torch
+
+    with torch.no_grad():
+        f()
+        out = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            for _ in range(number):
+                f()
+            out.append((time.perf_counter() - t) / number * 1e3)
+    return out
+
+
 def cmd_retime(args) -> int:
+    """Re-time each run's best kernel beside PyTorch's operator, interleaved, after checking outputs.
+
+    On a CUDA target the kernels and PyTorch run on GPU 0 (PyTorch timed by CUDA events, strict
+    FP32 and TF32 apart); on an llvm target both run on this CPU (used by the tests here).
+    """
     import numpy as np
     import tvm
     from tvm.s_tir.meta_schedule.tir_integration import compile_tir
 
     from release.measure import apply_history_best, load_records
+    from release.target import resolve_target
     from release.task import create_task
 
     out = {"rounds": args.rounds, "workloads": {}}
     path = os.path.join(args.out, "retime.json")
-    if not gpu_present():
+    cuda = resolve_target(args.target).kind.name == "cuda"
+    if cuda and not gpu_present():
         out["skipped"] = "no CUDA device visible to TVM: nothing re-timed"
         write_json(path, out)
         log(out["skipped"])
         return 0
-    dev = tvm.cuda(0)
+    dev = tvm.cuda(0) if cuda else tvm.cpu(0)
     try:
         import torch
 
-        torch_cuda = torch.cuda.is_available()
-        torch_why = "" if torch_cuda else f"torch {torch.__version__} sees no CUDA device (a CPU build?)"
+        torch_ok = torch.cuda.is_available() if cuda else True
+        torch_why = "" if torch_ok else f"torch {torch.__version__} sees no CUDA device (a CPU build?): no reference"
     except Exception as err:  # noqa: BLE001
-        torch_cuda, torch_why = False, f"torch not importable: {err}"
-    out["torch"] = {"cuda": torch_cuda, "why_not": torch_why}
+        torch_ok, torch_why = False, f"torch not importable: {err}"
+    out["torch"] = {"device": "cuda" if cuda else "cpu", "ok": torch_ok, "why_not": torch_why}
+    if torch_why:
+        log(torch_why)
     for wname in args.workloads:
         task = create_task(wname, args.target)
         inputs = task.random_inputs(0)
@@ -515,7 +542,8 @@ def cmd_retime(args) -> int:
             lp = log_path(args.logs, wname, tname, args.seed)
             entry: dict = {}
             w["kernels"][tname] = entry
-            if not os.path.exists(lp) or not any(r.ok for r in load_records(lp)):
+            recs = load_records(lp) if os.path.exists(lp) else []
+            if not any(r.ok for r in recs):
                 entry["error"] = "no successful record in the log"
                 continue
             try:
@@ -529,16 +557,17 @@ def cmd_retime(args) -> int:
                 got = o.numpy()
                 err = float(np.max(np.abs(got - want)))
                 entry.update(max_abs_err=err, correct=bool(np.allclose(got, want, rtol=1e-3, atol=1e-3)),
-                             logged_gflops=max(r.gflops for r in load_records(lp) if r.ok))
+                             logged_gflops=max(r.gflops for r in recs if r.ok))
                 f = lib.time_evaluator("main", dev, number=args.number, repeat=1, min_repeat_ms=args.min_repeat_ms)
                 timers[tname] = (lambda f=f, a=args_dev, o=o: f(*a, o).mean * 1e3)
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - recorded; the other kernels are still timed
                 entry["error"] = f"{type(err).__name__}: {err}"[:500]
-        if torch_cuda:
-            for label, tf32 in (("torch", False), ("torch-tf32", True)):
-                ft, _ = torch_op(wname, inputs, "cuda")
-                torch.backends.cuda.matmul.allow_tf32 = tf32
-                torch.backends.cudnn.allow_tf32 = tf32
+        if torch_ok:
+            for label, tf32 in ((("torch", False), ("torch-tf32", True)) if cuda else (("torch", False),)):
+                ft, _ = torch_op(wname, inputs, "cuda" if cuda else "cpu")
+                if cuda:
+                    torch.backends.cuda.matmul.allow_tf32 = tf32
+                    torch.backends.cudnn.allow_tf32 = tf32
                 with torch.no_grad():
                     got = ft().cpu().numpy()
                 err = float(np.max(np.abs(got - want)))
@@ -546,11 +575,13 @@ def cmd_retime(args) -> int:
                                        "correct": bool(np.allclose(got, want, rtol=1e-3, atol=1e-3))}
 
                 def tt(ft=ft, tf32=tf32):
+                    if not cuda:
+                        return float(np.mean(_torch_cpu_ms(ft, number=args.torch_number)))
                     torch.backends.cuda.matmul.allow_tf32 = tf32
                     torch.backends.cudnn.allow_tf32 = tf32
                     return float(np.mean(torch_cuda_ms(ft, number=args.torch_number, repeat=1)))
                 timers[label] = tt
-        # interleave: every kernel once per round, in a shuffled order
+        # interleaved: every kernel once per round, in a shuffled order, so all see the same conditions
         rng = np.random.default_rng(args.seed)
         ms: dict = {k: [] for k in timers}
         names = list(timers)
@@ -565,7 +596,7 @@ def cmd_retime(args) -> int:
                 w["kernels"][k]["speedup_vs_torch_fp32"] = float(np.median(ms["torch"])) / float(np.median(ms[k]))
         write_json(path, out)
         for k, e in w["kernels"].items():
-            log(f"retime {wname} {k}: " + (f"{e['median_ms']:.4f} ms, {e['gflops']:.0f} GFLOPS, max abs err "
+            log(f"retime {wname} {k}: " + (f"{e['median_ms']:.4f} ms, {e['gflops']:.1f} GFLOPS, max abs err "
                                            f"{e.get('max_abs_err', float('nan')):.1e}" if "median_ms" in e
                                            else e.get("error", "not timed")))
     write_json(path, out)

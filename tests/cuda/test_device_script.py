@@ -3,7 +3,9 @@
 ``run_device.sh`` and ``stage.sh`` parse; the wheel parts are joined and checked against their
 manifest (and a missing part, the case of a machine that went cold between the two calls, stops
 the run with one line); the driver's ``env`` and ``dry-run`` steps run here up to the first CUDA
-launch on the smallest workload; the driver's PyTorch operators equal each workload's reference.
+launch on the smallest workload; its ``tune`` (resumable) and ``retime`` steps run end to end with
+this CPU as the device; its PyTorch operators equal each workload's reference. Slow: the watchdog
+that ends a search which does not return (a subprocess, ~25 s).
 """
 
 from __future__ import annotations
@@ -159,3 +161,44 @@ def test_env_and_dry_run_up_to_the_first_cuda_launch(tmp_path):
         assert w["device_check"].startswith("GPU present")
     else:
         assert w["device_check"].startswith("stops before the first CUDA launch: no cuda device")
+
+
+def _driver_args(tmp_path, tuners):
+    return ["--out", str(tmp_path / "out"), "--logs", str(tmp_path / "logs"), "--target", "llvm",
+            "--workloads", "tiny.matmul.1", "--tuners", *tuners, "--n-parallel", "1", "--number", "1",
+            "--repeat", "2", "--min-repeat-ms", "0"]
+
+
+def test_tune_resume_and_retime_steps_run_on_the_cpu(tmp_path):
+    """The GPU run's tune and retime steps, with this CPU as the device (llvm target)."""
+    from release.measure import load_records
+
+    base = _driver_args(tmp_path, ["random", "xgb"])
+    assert device_bench.main(["tune", *base, "--trials", "6", "--plan-size", "3", "--run-seconds", "900"]) == 0
+    runs = json.load(open(tmp_path / "out" / "tune.json"))["runs"]
+    for t in ("random", "xgb"):
+        r = runs[f"tiny.matmul.1|{t}"]
+        assert (r["trials"], r["ok"], r["stopped_by"]) == (6, 6, "budget"), r
+        assert r["best_gflops"] > 0 and r["best_ms"] > 0
+        assert len([x for x in load_records(str(tmp_path / "logs" / f"tiny.matmul.1.{t}.s0.jsonl")) if x.ok]) == 6
+    before = os.path.getmtime(tmp_path / "logs" / "tiny.matmul.1.xgb.s0.jsonl")
+    assert device_bench.main(["tune", *base, "--trials", "6", "--plan-size", "3"]) == 0  # resumed: all done
+    assert os.path.getmtime(tmp_path / "logs" / "tiny.matmul.1.xgb.s0.jsonl") == before
+    assert device_bench.main(["retime", *base, "--rounds", "2", "--torch-number", "3"]) == 0
+    k = json.load(open(tmp_path / "out" / "retime.json"))["workloads"]["tiny.matmul.1"]["kernels"]
+    for name in ("random", "xgb", "torch"):
+        assert k[name]["correct"] and k[name]["max_abs_err"] < 1e-3, k[name]
+        assert len(k[name]["ms_per_round"]) == 2 and k[name]["median_ms"] > 0
+    assert k["torch"]["speedup_vs_torch_fp32"] == 1.0
+
+
+@pytest.mark.slow
+def test_watchdog_ends_a_run_that_does_not_return_and_records_it(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, os.path.join(SCRIPTS, "device_bench.py"), "tune",
+                        *_driver_args(tmp_path, ["random"]), "--trials", "4", "--run-seconds", "0", "--grace", "0.2"],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == device_bench.HARD_CAP_EXIT, p.stdout + p.stderr
+    r = json.load(open(tmp_path / "out" / "tune.json"))["runs"]["tiny.matmul.1|random"]
+    assert r["stopped_by"].startswith("hard cap: no result for 0 s past the 0 s cap")
+    assert "ended by the watchdog" in p.stdout
