@@ -23,6 +23,8 @@ AutoTVM ``ConfigEntity`` index vector and of the Chameleon agent's state.
 
 from __future__ import annotations
 
+import functools
+
 import itertools
 import logging
 import math
@@ -159,6 +161,10 @@ class KnobSpace:
     :meth:`apply` replays a trace and runs the postprocessors, 4-15 ms per config.
     """
 
+    probe_on_prefix = True
+    """Probe compute locations on the replayed trace prefix (False: replay the whole trace per probe,
+    the slower way kept as a fallback and as the reference the tests compare against)."""
+
     def __init__(self, task, probe_seed: int = 0):
         from tvm.s_tir import meta_schedule as ms
 
@@ -219,7 +225,9 @@ class KnobSpace:
         """Legal compute locations of ``inst``, found by replays.
 
         TVM snaps an illegal location to the closest legal one below it, so probing ``v`` from
-        an upper bound downwards (next probe: realized - 1) finds one legal value per replay.
+        an upper bound downwards (next probe: realized - 1) finds one legal value per probe. A
+        probe samples the location on the schedule replayed up to ``inst`` (:meth:`_prefix`), which
+        realizes the same value as replaying the whole trace (later instructions cannot change it).
         The legal set depends on the tile sizes (unit loops are skipped), so the design space's
         decisions, a setting that splits every loop into non-unit factors where the extent allows,
         and :data:`LOCATION_PROBES` random tile settings are probed, and the union is kept. More probes find more of the legal set (resnet18.conv2d.2: 3 settings
@@ -245,7 +253,7 @@ class KnobSpace:
                     d[other] = list(opts[self._rng.integers(len(opts))])
             probes.append(d)
 
-        def realize(base: dict, v: int):
+        def realize_by_replay(base: dict, v: int):
             dec = dict(base)
             dec[inst] = v
             try:
@@ -257,9 +265,14 @@ class KnobSpace:
 
         legal = {int(space.defaults[inst])}
         for base in probes:
+            prefix = self._prefix(space, base, inst) if self.probe_on_prefix else None
+            if prefix is not None:  # sample from the schedule just before ``inst`` (one replay per probe base)
+                realize = functools.partial(self._sample_location, *prefix)
+            else:
+                realize = functools.partial(realize_by_replay, base)
             v = bound
             while v >= 0:
-                r = realize(base, v)
+                r = realize(v)
                 if r is None:
                     break
                 legal.add(r)
@@ -267,10 +280,51 @@ class KnobSpace:
                     break
                 v = min(v, r) - 1
             for v in (-1, -2):
-                r = realize(base, v)
+                r = realize(v)
                 if r is not None:
                     legal.add(r)
         return tuple(sorted(legal))
+
+    def _prefix(self, space: _Space, decisions: dict, inst):
+        """``(schedule, block RV)``: the instructions before ``inst`` replayed with ``decisions``, and
+        the block ``inst`` samples a location for, as a random variable of that schedule; None when
+        the replay fails or its trace does not line up with the design space's.
+
+        Probing a location then costs one ``sample_compute_location`` on a copy of this schedule
+        instead of a replay of the whole trace: on a conv2d_transpose (three blocks computed at,
+        each ComputeAt 30-150 ms) that was 95% of building the space (issue 19, item 23).
+        """
+        from tvm.s_tir import Schedule
+        from tvm.s_tir.schedule import Trace
+
+        pos = space.insts.index(inst)
+        insts = space.insts[:pos]
+        try:
+            sch = Schedule(self.task.mod, debug_mask=0, error_render_level="none")
+            Trace(insts, {i: d for i, d in decisions.items() if i in set(insts)}).apply_to_schedule(
+                sch, remove_postproc=True)
+        except Exception:  # noqa: BLE001 - a probe whose replay fails tells nothing
+            return None
+        replayed = list(sch.trace.insts)
+        if len(replayed) != len(insts):
+            return None
+        block = inst.inputs[0]
+        for src, got in zip(insts, replayed):
+            for out_src, out_got in zip(src.outputs, got.outputs):
+                if out_src.same_as(block):
+                    return sch, out_got
+        return None
+
+    @staticmethod
+    def _sample_location(sch, block, v: int):
+        """The location TVM realizes for decision ``v`` (it snaps an illegal one to the legal one
+        below), sampled on a copy of ``sch``; None if sampling fails."""
+        s = sch.copy()
+        try:
+            s.sample_compute_location(block, decision=v)
+        except Exception:  # noqa: BLE001 - tells nothing, as a failed replay
+            return None
+        return int(s.trace.get_decision(s.trace.insts[-1]))
 
     def _split_everything(self, space: _Space) -> dict:
         """Decisions with every tile as evenly split as its extent allows (fewest unit factors)."""
