@@ -40,7 +40,7 @@ def register(subparsers) -> None:
                    help="conv2d data layout: NCHW, NCHWc (channel blocks = the target's vector lanes: 16 with AVX-512, "
                         "8 with AVX2) or e.g. NCHW16c; the blocked layouts reach PyTorch's oneDNN speed")
     p.add_argument("--no-prepack", action="store_true",
-                   help="keep the weight layout as written (default on CPU: conv2d/dense weights are layout-free, "
+                   help="keep the weight layout as written (without it, on CPU: conv2d/dense weights are layout-free, "
                         "pre-packed into the order the schedule reads, as TVM's cpu_weight_prepack)")
     p.add_argument("--plan-size", type=int, default=None,
                    help="configs per round for model-based tuners (None: the tuner's own, 64 for xgb)")
