@@ -5,13 +5,14 @@
 # network), run in a copy of the repository root; what lands under $OUT comes back (at most 8
 # files, so the logs come back as one tarball). The machine cannot reach PyPI, and TVM's wheel
 # (100 MB) is larger than what one call may carry (64 MiB with the working tree), so the wheels
-# travel in two parts prepared here by benchmarks/cuda/stage.sh:
+# travel in parts .cuda-stage/p1..pN prepared here by benchmarks/cuda/stage.sh (N = 2 with a
+# working tree under ~11 MiB), one part per call:
 #
-#   call 1  carry [".cuda-stage/a"]   bash benchmarks/cuda/run_device.sh stage     (seconds)
-#   call 2  carry [".cuda-stage/b"]   bash benchmarks/cuda/run_device.sh           (~8 min)
+#   calls 1..N-1  carry [".cuda-stage/pK"]  bash benchmarks/cuda/run_device.sh stage   (seconds)
+#   call N        carry [".cuda-stage/pN"]  bash benchmarks/cuda/run_device.sh         (~9 min)
 #
-# Call 2 must reach the machine while it is still warm from call 1 (30 s); if part a is gone it
-# stops at once and says so. Steps, each under its own timeout inside a total budget (BUDGET_S),
+# Each call must reach the machine while it is still warm from the previous one (30 s); if a
+# part is gone, the last call stops at once and says so. Steps, each under its own timeout inside a total budget (BUDGET_S),
 # each printing progress so a cut-short call still returns partial results:
 #   1. join the wheels, check their sha256, install them into $SITE (pip --target: the image's
 #      python3 is itself a venv, and a venv made from it would not see its CUDA PyTorch); the
@@ -23,7 +24,7 @@
 #      left (the results come first: a GPU that does not work already shows in env.json and step 3)
 #   6. only with RELEASE_CUDA_MODEL=1 and time left: a short ResNet-18 tune-model (model.json)
 #
-# Modes: `stage` (call 1), `assemble` (join and check the wheels only), `run` (default).
+# Modes: `stage` (calls 1..N-1), `assemble` (join and check the wheels only), `run` (default).
 # DRY_RUN=1 (any machine, no GPU): the same script up to the first CUDA launch, with the
 # project's .venv: env, the default-suite CUDA tests, device_bench.py dry-run (CUDA tasks, knob
 # spaces, legality, nvcc/NVRTC builds, each tuner's first proposals, the PyTorch reference ops),
@@ -54,29 +55,31 @@ say() { echo "[$(date -u +%H:%M:%S) +$(elapsed)s] $*"; }
 
 # --------------------------------------------------------------------------- call 1: stage
 if [ "$MODE" = stage ]; then
-    if [ ! -d .cuda-stage/a ]; then
-        echo "run_device.sh stage: .cuda-stage/a is missing: make it with benchmarks/cuda/stage.sh and name it in carry" >&2
+    parts=$(ls -d .cuda-stage/p* 2>/dev/null)
+    if [ -z "$parts" ]; then
+        echo "run_device.sh stage: no .cuda-stage/p* here: make them with benchmarks/cuda/stage.sh and name one in carry" >&2
         exit 2
     fi
     mkdir -p "$STAGE_KEEP"
-    cp -f .cuda-stage/a/* "$STAGE_KEEP"/
+    for d in $parts; do cp -f "$d"/* "$STAGE_KEEP"/; done
     ls -la "$STAGE_KEEP"
-    echo "part a kept in $STAGE_KEEP; now call 2 at once (carry .cuda-stage/b): bash benchmarks/cuda/run_device.sh"
+    echo "kept in $STAGE_KEEP: $parts; make the next call at once (the machine stays warm 30 s)"
     exit 0
 fi
 
-# assemble: the wheels from .cuda-stage/{a,b} (a is kept from call 1 while the machine is warm)
-# or $STAGE_KEEP; split ones joined; each checked against MANIFEST lines "sha256 name parts"
+# assemble: the wheels from .cuda-stage/p* (this call's part) and $STAGE_KEEP (the earlier calls'
+# parts, kept while the machine stays warm); split ones joined; each checked against MANIFEST
+# lines "sha256 name pieces"
 assemble() {
     WHL=$WORK/wheels
     rm -rf "$WHL"
     mkdir -p "$WHL"
     local d
-    for d in .cuda-stage/a .cuda-stage/b "$STAGE_KEEP"; do
+    for d in "$STAGE_KEEP" .cuda-stage/p*; do
         if [ -d "$d" ]; then cp -f "$d"/* "$WHL"/ 2>/dev/null; fi
     done
     if [ ! -f "$WHL/MANIFEST" ]; then
-        echo "no .cuda-stage/b/MANIFEST: carry .cuda-stage/b (made by benchmarks/cuda/stage.sh)" >&2
+        echo "no MANIFEST: the last call must carry the last part, .cuda-stage/pN (made by benchmarks/cuda/stage.sh)" >&2
         return 2
     fi
     local bad=0 sum name parts have
@@ -84,8 +87,8 @@ assemble() {
         if [ "$parts" -gt 0 ]; then
             have=$(find "$WHL" -maxdepth 1 -name "$name.part*" | wc -l)
             if [ "$have" -ne "$parts" ]; then
-                echo "wheel $name: $have of $parts parts here; part a is gone (the machine was not warm):" \
-                     "run call 1 (stage) again, then call 2 at once" >&2
+                echo "wheel $name: $have of $parts pieces here; an earlier call's part is gone (the machine" \
+                     "went cold): make the calls again, each at once after the previous one" >&2
                 bad=1
                 continue
             fi
@@ -96,7 +99,7 @@ assemble() {
             bad=1
         fi
     done <"$WHL/MANIFEST"
-    rm -f "$WHL/MANIFEST" "$WHL/MANIFEST.a"
+    rm -f "$WHL/MANIFEST"
     [ "$bad" = 0 ] || return 3
     echo "assembled: $(cd "$WHL" && ls | tr '\n' ' ')"
 }
@@ -171,7 +174,7 @@ RELEASE=("$PY" -m release.cli)
 BENCH=("$PY" "$HERE/device_bench.py")
 
 # ------------------------------------------------------------------------------------- 2. env
-{ nvidia-smi 2>&1 || echo "nvidia-smi: not available"; } | sed 's/^/  /'
+if command -v nvidia-smi >/dev/null; then nvidia-smi 2>&1 | sed 's/^/  /'; else say "nvidia-smi: not on this machine"; fi
 step env 90 "${BENCH[@]}" env --out "$OUT" --target "$TARGET"
 
 # ------------------------------------------------------------------------- tests (dry run: now)
