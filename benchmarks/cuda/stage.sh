@@ -53,6 +53,13 @@ if [ "${1:-}" = --check ]; then
     exit $?
 fi
 
+tree=$(travel_bytes)
+room=${PART_BYTES:-$(( LIMIT - tree - MARGIN ))}  # PART_BYTES: tests
+if [ -z "${PART_BYTES:-}" ] && (( room < 8 * MARGIN )); then
+    check || true
+    echo "no room for wheels beside a $((tree / 1048576)) MiB working tree: shrink it first" >&2
+    exit 2
+fi
 grep -qx "/$STAGE/" .git/info/exclude 2>/dev/null || echo "/$STAGE/" >>.git/info/exclude
 rm -rf "$STAGE"
 mkdir -p "$STAGE/dl"
@@ -67,13 +74,6 @@ else
         -d "$STAGE/dl" "apache-tvm==$TVM" "apache-tvm-ffi==$FFI" "xgboost-cpu==$XGB" "tornado==$TORNADO"
 fi
 
-tree=$(travel_bytes)
-room=${PART_BYTES:-$(( LIMIT - tree - MARGIN ))}  # PART_BYTES: tests
-if [ -z "${PART_BYTES:-}" ] && (( room < 8 * MARGIN )); then
-    check || true
-    echo "no room for wheels beside a $((tree / 1048576)) MiB working tree: shrink it first" >&2
-    exit 2
-fi
 # lay the wheels out in parts of at most `room` bytes (first fit, big wheels cut into pieces)
 python3 - "$STAGE" "$room" <<'PY'
 import hashlib, os, sys
