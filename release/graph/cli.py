@@ -512,7 +512,7 @@ def register(subparsers) -> None:
     a.add_argument("--budget", default="5000", help="evaluations per method (default 5000)")
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--no-measure", action="store_true", help="skip measuring the compiled VM's peak memory")
-    a.add_argument("--out", required=True, help="folder for reordered.py, reordered.so, given.so, apply.json")
+    a.add_argument("--out", required=True, help="folder for reordered.py, reordered.so (weights embedded) and apply.json")
     a.set_defaults(func=_apply)
 
     e = sub.add_parser("export", help="write a graph (synthetic or imported model) as JSON")
