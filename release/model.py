@@ -169,30 +169,61 @@ def load_model(spec, example_inputs: Sequence | None = None) -> Model:
     return from_pytorch(spec, example_inputs, name=type(spec).__name__)
 
 
-def prepare(mod, params: dict, target):
-    """Bind weights and lower as ``compile_relax`` does before applying a database."""
-    import tvm
+def default_prepack(model: Model, target) -> bool:
+    """Pre-pack weights by default on CPU (llvm) targets when the model's weights are constants
+    (TVM's ``static_shape_tuning_pipeline`` docstring: "cpu_weight_prepack is expected to be True
+    when running on CPU"). A model whose weights are runtime inputs is tuned without it; a
+    one-line note says so."""
+    from .target import resolve_target
+
+    if resolve_target(target).kind.name != "llvm":
+        return False
+    if not model.params:
+        logger.warning("%s: its weights are runtime inputs, not constants: tuned without weight pre-packing",
+                       model.name)
+        return False
+    return True
+
+
+def _fuse_passes(target, prepack: bool) -> list:
+    """The passes ``compile_relax`` runs before applying a database, plus TVM's pre-tuning layout
+    rewrite (``AttachAttrLayoutFreeBuffers``: the bound weights of every fused function become its
+    ``layout_free_buffers``) when ``prepack``."""
     from tvm import relax
     from tvm.relax import pipeline as relax_pipeline
+
+    try:
+        dispatch = relax_pipeline.library_dispatch_passes(target)
+    except (ValueError, AttributeError):
+        dispatch = []
+    return [*dispatch, relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(),
+            *([relax.transform.AttachAttrLayoutFreeBuffers()] if prepack else [])]
+
+
+def prepare(mod, params: dict, target, prepack: bool = False):
+    """Bind weights and lower as ``compile_relax`` does before applying a database; with
+    ``prepack``, mark the weights layout-free as TVM's ``cpu_weight_prepack`` pipeline does."""
+    import tvm
+    from tvm import relax
 
     from .target import ensure_tensor_intrinsics
 
     ensure_tensor_intrinsics(target)
     if params:
         mod = relax.transform.BindParams("main", params)(mod)
-    try:
-        dispatch = relax_pipeline.library_dispatch_passes(target)
-    except (ValueError, AttributeError):
-        dispatch = []
-    seq = tvm.transform.Sequential([*dispatch, relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
-                                    relax.transform.FoldConstant(), relax.transform.FuseOps(),
-                                    relax.transform.FuseTIR()])
     with target:
-        return seq(mod)
+        return tvm.transform.Sequential(_fuse_passes(target, prepack))(mod)
 
 
-def extract_tasks(model: Model, target) -> list:
+def extract_tasks(model: Model, target, prepack: bool | None = None) -> list:
     """Tuning tasks of ``model`` (MetaSchedule's Relax task extraction), heaviest first.
+
+    Parameters
+    ----------
+    prepack : bool, optional
+        Weights layout-free (pre-packed by the tuned schedules); default :func:`default_prepack`.
+        Compile with the same value (:func:`compile_model`).
 
     Returns
     -------
@@ -207,7 +238,8 @@ def extract_tasks(model: Model, target) -> list:
     from .task import Task
 
     target = resolve_target(target)
-    mod = prepare(model.mod, model.params, target)
+    prepack = default_prepack(model, target) if prepack is None else bool(prepack)
+    mod = prepare(model.mod, model.params, target, prepack=prepack)
     tasks = []
     for et in ms.relax_integration.extract_tasks(mod, target):
         t = Task(et.dispatched[0], target, name=f"{model.name}.{et.task_name}", weight=int(et.weight))
@@ -239,6 +271,12 @@ class TuneModelResult:
         return rows
 
 
+def default_chunk(n_parallel: int) -> int:
+    """Trials a task gets per scheduling step of :func:`tune_model`: 4 batches of the builder's
+    ``n_parallel`` workers, at least 8. One round over every task costs ``len(tasks) * chunk``."""
+    return max(8, int(n_parallel) * 4)
+
+
 def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", scheduler: str = "gradient",
                measure_option: dict | None = None, chunk: int | None = None, seed: int = 0,
                progress: bool = True, tuner_kwargs: dict | None = None) -> TuneModelResult:
@@ -251,15 +289,24 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     n_trial : int
         Total measured configs over all tasks (resumed records count).
     log : str
-        JSON-lines log shared by all tasks; records already there are resumed per task.
+        JSON-lines log shared by all tasks, read once at start (records already there resume each
+        task's session) and appended to after every measurement.
     tuner : str
         Tuner name (``release.tuners.TUNERS``) used for every task.
     scheduler : str
         ``"round-robin"`` or ``"gradient"`` (Ansor / MetaSchedule's gradient-based scheduler).
     chunk : int, optional
         Trials given to a task per scheduling step (default: the builder's ``n_parallel`` x 4, at least 8).
+
+    Notes
+    -----
+    A task scheduler over tuning sessions (:class:`release.session.TuningSession`, one per task)
+    that share one measure option (worker pools) and one log: each step gives ``chunk`` trials
+    to the task the scheduler picks and runs that task's session (ask -> measure -> tell) with
+    the task's measurer, made once.
     """
     from .errors import TunerError
+    from .measure import Measurer
     from .measure import measure_option as make_option
     from .measure.records import log_to_file
     from .scheduler import make_scheduler
@@ -272,12 +319,13 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
         raise TunerError("the model has no tunable task")
     own = measure_option is None
     opt = measure_option or make_option()
-    chunk = chunk or max(8, opt["builder"].n_parallel * 4)
+    chunk = chunk or default_chunk(opt["builder"].n_parallel)
     t0 = time.time()
-    logcb = log_to_file(log)
+    logcb = log_to_file(log)  # the one read of the shared log
     tuners = {t.key: get_tuner(tuner, t, seed=seed, **(tuner_kwargs or {})) for t in tasks}
-    for t in tasks:  # resume every task from the shared log
-        tuners[t.key].load_history(logcb.load(t))
+    for t in tasks:  # resume every task's session from the records read above
+        tuners[t.key].load_history(logcb.records(t))
+    measurers: dict = {}
     sched = make_scheduler(scheduler, tasks, seed=seed)
     used = sum(tu.trials for tu in tuners.values())
     bar = None
@@ -295,7 +343,9 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
             tu = tuners[task.key]
             before = tu.trials
             want = min(chunk, n_trial - used)
-            tu.tune(tu.trials + want, opt, callbacks=[logcb])
+            if task.key not in measurers:
+                measurers[task.key] = Measurer(task, opt)
+            tu.tune(tu.trials + want, measurers[task.key], callbacks=[logcb], resume=False)
             gained = tu.trials - before
             used += gained
             sched.observe(i, tu)
@@ -314,17 +364,60 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     return TuneModelResult(tasks, tuners, time.time() - t0)
 
 
-def compile_model(model: Model, target, database=None):
-    """Compile ``model`` with TVM's ``compile_relax`` (tuned functions from ``database``; the rest
-    scheduled by TVM's defaults). ``database=None`` gives the untuned build."""
+def compile_model(model: Model, target, database=None, prepack: bool | None = None):
+    """Compile ``model`` with the tuned functions of ``database`` (the rest scheduled by TVM's
+    defaults); ``database=None`` gives the untuned build.
+
+    The pipeline is MetaSchedule's ``compile_relax`` (fuse, ``MetaScheduleApplyDatabase``, lower,
+    finalize) with TVM's post-tuning layout rewrite when ``prepack``
+    (``static_shape_tuning_pipeline(cpu_weight_prepack=True)``): ``SplitLayoutRewritePreproc``
+    splits each tuned kernel's weight packing into its own function, ``LiftTransformParams`` +
+    ``FoldConstant`` run it on the bound weights at compile time, so the compiled model takes
+    exactly the inputs it took before and never re-packs a weight per call.
+
+    Parameters
+    ----------
+    prepack : bool, optional
+        As the tasks were extracted (:func:`extract_tasks`); default :func:`default_prepack`.
+        A database written without pre-packing applies with ``prepack=False``.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.relax import pipeline as relax_pipeline
+    from tvm.relax.transform import MetaScheduleApplyDatabase
     from tvm.s_tir import meta_schedule as ms
 
     from .target import ensure_tensor_intrinsics, resolve_target
 
     target = resolve_target(target)
     ensure_tensor_intrinsics(target)
+    prepack = default_prepack(model, target) if prepack is None else bool(prepack)
     db = database if database is not None else ms.database.MemoryDatabase()
-    return ms.relax_integration.compile_relax(db, model.mod, target, model.params)
+    post = [relax.transform.SplitLayoutRewritePreproc(), relax.transform.LiftTransformParams(),
+            relax.transform.FoldConstant()] if prepack else []
+
+    try:
+        lower = relax_pipeline.dataflow_lower_passes(target) + relax_pipeline.finalize_passes(target)
+    except (ValueError, AttributeError):  # as compile_relax: targets without a registered backend pipeline
+        lower = [relax.transform.RewriteDataflowReshape(), relax.transform.ToNonDataflow(),
+                 relax.transform.RemovePurityChecking(), relax.transform.CallTIRRewrite(),
+                 relax.transform.StaticPlanBlockMemory(), relax.transform.LowerAllocTensor(),
+                 relax.transform.KillAfterLastUse(), relax.transform.LowerRuntimeBuiltin(),
+                 relax.transform.ComputePrimValue(), relax.transform.VMShapeLower(),
+                 relax.transform.AttachGlobalSymbol()]
+
+    @tvm.transform.module_pass(opt_level=3)
+    def _pipeline(mod, _ctx):
+        mod = tvm.transform.Sequential(_fuse_passes(target, prepack))(mod)
+        mod = MetaScheduleApplyDatabase()(mod)
+        mod = tvm.transform.Sequential(post)(mod)
+        return tvm.transform.Sequential(lower)(mod)
+
+    mod = model.mod
+    if model.params:
+        mod = relax.transform.BindParams("main", model.params)(mod)
+    with target, db, tvm.transform.PassContext(opt_level=3):
+        return relax.build(mod, target=target, relax_pipeline=_pipeline)
 
 
 def evaluate(model: Model, executable, number: int = 10, repeat: int = 5, check: bool = True,
@@ -413,9 +506,12 @@ def _flatten(out) -> list[np.ndarray]:
 
 
 def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, number: int = 4, repeat: int = 3,
-                           min_repeat_ms: int = 50, n_parallel: int | None = None, seed: int = 0):
+                           min_repeat_ms: int = 50, n_parallel: int | None = None, seed: int = 0,
+                           prepack: bool | None = None):
     """MetaSchedule's own ``tune_relax`` (evolutionary search, XGBoost model, gradient scheduler)
-    with the same total budget, the fast build function and the same evaluator settings.
+    with the same total budget, the fast build function and the same evaluator settings, on the
+    target's threads, with weights pre-packed as TVM recommends for a CPU (``prepack``, default
+    :func:`default_prepack`; compile its database with the same value).
 
     Returns
     -------
@@ -431,7 +527,8 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
 
     target = resolve_target(target)
     ensure_tensor_intrinsics(target)
-    mod = prepare(model.mod, model.params, target)
+    prepack = default_prepack(model, target) if prepack is None else bool(prepack)
+    mod = prepare(model.mod, model.params, target, prepack=prepack)  # TVM's CPU recipe: cpu_weight_prepack
     for name in ("tvm.s_tir.meta_schedule", "tvm.meta_schedule"):
         logging.getLogger(name).setLevel(logging.WARNING)  # its per-iteration XGBoost DEBUG lines
     from .strategy import fast_builder

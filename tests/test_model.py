@@ -43,7 +43,7 @@ def test_tune_tiny_pytorch_model_end_to_end(tiny_model, fast_measure, tmp_path):
     assert {r.task for r in recs} == {t.key for t in tasks}  # round robin reached every task
     db = apply_history_best(log).database(tasks)
     # every tuned function of the prepared module is in the database under the key compile_relax uses
-    prepared = M.prepare(tiny_model.mod, tiny_model.params, tasks[0].target)
+    prepared = M.prepare(tiny_model.mod, tiny_model.params, tasks[0].target, prepack=True)  # as extract_tasks on CPU
     tuned = [f for gv, f in prepared.functions.items() if isinstance(f, tirx.PrimFunc)
              and any(gv.name_hint in t.name for t in tasks)]
     assert tuned and all(db.has_workload(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}))
