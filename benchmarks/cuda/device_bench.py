@@ -9,8 +9,8 @@ One driver, called by ``benchmarks/cuda/run_device.sh`` step by step (each step 
 ``dry-run``
     Every step up to the first CUDA launch, on any machine (no GPU needed): CUDA tasks, knob
     spaces, legality of sampled configs (MetaSchedule's GPU postprocessors: thread bindings,
-    shared memory, ``VerifyGPUCode``), kernels compiled to CUDA through the tuning build pool
-    (NVRTC or nvcc), each tuner's first proposals, the PyTorch reference operators (on the CPU)
+    shared memory, ``VerifyGPUCode``), kernels generated as CUDA C and exported through the tuning
+    build pool, each tuner's first proposals, the PyTorch reference operators (on the CPU)
     against each task's reference, and the runner's device check (where a machine without a GPU
     stops) -> ``OUT/dryrun.json``.
 ``tune``
@@ -92,16 +92,22 @@ def gpu_present() -> bool:
 
 
 def cuda_compile_mode() -> str:
-    """How TVM compiles CUDA C here: ``nvrtc`` (cuda-bindings importable, TVM's default) or ``nvcc``."""
-    mode = os.environ.get("TVM_CUDA_COMPILE_MODE", "")
-    if mode:
-        return mode
+    """TVM's CUDA C -> GPU code backend as configured here (``TVM_CUDA_COMPILE_MODE``, default
+    ``nvrtc``, which needs ``cuda-bindings``), and whether that backend is available.
+
+    ``tvm.compile`` itself only generates CUDA C (the device module it exports holds the source,
+    no PTX or cubin; on the project's machines neither nvcc nor NVRTC runs then): the binary is
+    made when the module is loaded on a GPU.
+    """
+    mode = os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower()
+    if mode == "nvcc":
+        return "nvcc" if shutil.which("nvcc") else "nvcc (not on PATH)"
     try:
         import cuda.bindings.nvrtc  # noqa: F401
 
         return "nvrtc"
     except ImportError:
-        return "nvcc"
+        return "nvrtc (cuda-bindings missing: set TVM_CUDA_COMPILE_MODE=nvcc)"
 
 
 # ------------------------------------------------------------------------------------------- env

@@ -1,6 +1,6 @@
 """Tuning for CUDA through TVM RPC, with a CPU-only server on 127.0.0.1.
 
-The tuning machine builds CUDA kernels (nvcc or NVRTC) and uploads them; a server without a GPU
+The tuning machine builds CUDA kernels (CUDA C in a device module) and uploads them; a server without a GPU
 cannot run them. What must hold: the CUDA build and upload path runs, every trial is logged as a
 ``run_error`` whose message says why, and the CLI ends with one line and exit status 1 (no
 traceback). On the GPU machine the same flow runs against its own GPU in run_device.sh.

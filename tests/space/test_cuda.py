@@ -2,7 +2,8 @@
 
 Default suite (no GPU needed): the knob space of a small matmul, the thread-binding legality of
 the configs MetaSchedule's GPU postprocessors accept (checked again on the generated CUDA C: launch
-bounds, shared memory) and one compile to CUDA (NVRTC or nvcc). The CUDA tensor intrinsics, which
+bounds, shared memory) and one kernel generated as CUDA C (``tvm.compile`` stops there without a
+GPU: the device module holds the source; it becomes GPU code when loaded). The CUDA tensor intrinsics, which
 TVM's CUDA design spaces need, are imported once per session (~20-45 s on 2 cores).
 
 Slow (``-m slow``; the GPU machine's script runs them): the tuning build pool (each worker imports
