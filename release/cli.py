@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "release.commands",
     "release.graph.cli",
     "release.distributed.cli",
+    "release.knowledge.cli",
 ]
 
 

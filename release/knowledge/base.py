@@ -1,0 +1,601 @@
+"""A tuning knowledge base: every record measured, across tasks, models and runs, in one folder.
+
+Layout and guarantees
+---------------------
+The knowledge base is a folder of *shards*, JSON-lines files named ``<host>-<pid>-<uuid>.jsonl``.
+Each :class:`KnowledgeBase` object that writes opens its own shard (created with ``O_EXCL``, so no
+two writers ever share a file) and only ever appends to it. Its first line is a header
+``{"release_knowledge": VERSION, ...}``; every other line is one :class:`release.measure.Record`
+(the same JSON as a tuning log). Nothing is ever pickled or unpickled.
+
+Concurrent writers (two ``release tune`` processes, Ray workers, threads of one process) are safe
+without any lock: a shard has exactly one writer, and the writer appends each batch with
+``os.write`` of complete lines on an ``O_APPEND`` descriptor followed by ``os.fsync``. (The
+alternative, one shared file with whole-line ``O_APPEND`` writes under an ``fcntl`` lock, needs a
+lock that NFS and some container filesystems do not honour, and one writer killed inside the lock
+can leave a cut line that the next writer appends after; per-writer shards need neither.) A
+process killed with SIGKILL mid-write can at most leave a cut *last* line in its own shard; readers
+skip it with one warning, and no later write ever follows it (a new process opens a new shard).
+
+Reading is one pass over every shard, line by line (time and memory linear in the folder's size).
+Records are deduplicated by (workload, target, trace): the workload is the 16-hex digest of a
+task's key (``sha1(structural_hash(mod) | target JSON)``, :class:`release.task.Task`), so records
+of the same program imported from a JSON log and from a MetaSchedule ``JSONDatabase`` (whose
+workload lines carry the same structural hash) are recognised as one. The first copy read wins
+(shards in name order, lines in file order).
+
+Source: the shard-per-writer, append-only layout follows MetaSchedule's ``JSONDatabase``
+(``src/s_tir/meta_schedule/database/json_database.cc``: one JSON line per record, appended) and
+TenSet's per-task record files; the dedup key is MetaSchedule's (workload, trace) record identity.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from typing import Iterable
+
+from ..errors import RecordError
+from ..measure.records import Record, load_records
+
+logger = logging.getLogger(__name__)
+
+#: format version written in every shard's header line
+KNOWLEDGE_VERSION = 1
+#: oldest shard format this release reads
+MIN_READ_VERSION = 1
+#: environment variable that chooses the folder (``off``, ``none``, ``0`` or ``false`` disable it)
+ENV_VAR = "RELEASE_KNOWLEDGE"
+_OFF = {"off", "none", "0", "false", "no"}
+_HEADER_KEY = "release_knowledge"
+#: MetaSchedule marks a failed measurement with run_secs of 1e10 s
+_MS_FAILED_S = 1e9
+MS_WORKLOAD_FILE = "database_workload.json"
+MS_RECORD_FILE = "database_tuning_record.json"
+#: target fields that decide which machine code runs: records differing in one are not mixed
+_CLASS_FIELDS = ("kind", "mcpu", "mtriple", "arch", "mattr")
+
+
+class KnowledgeError(RecordError):
+    """A knowledge base or an input to it that cannot be used (bad folder, unknown format version)."""
+
+
+def knowledge_dir(path: str | os.PathLike | None = None) -> str | None:
+    """The knowledge base folder to use.
+
+    Parameters
+    ----------
+    path : str or PathLike, optional
+        An explicit folder (``--knowledge DIR``); wins over everything else.
+
+    Returns
+    -------
+    str or None
+        ``path`` if given; else ``$RELEASE_KNOWLEDGE`` if set (None when it is ``off``, ``none``,
+        ``0``, ``false`` or ``no``: knowledge disabled); else ``$XDG_CACHE_HOME/release-tvm/knowledge``;
+        else ``~/.cache/release-tvm/knowledge``. The folder is not created here.
+    """
+    if path is not None:
+        return os.path.abspath(os.fspath(path))
+    env = os.environ.get(ENV_VAR)
+    if env is not None and env.strip():
+        if env.strip().lower() in _OFF:
+            return None
+        return os.path.abspath(os.path.expanduser(env.strip()))
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "release-tvm", "knowledge")
+
+
+def _canon(x):
+    """Trace JSON in one spelling: MetaSchedule's JSON writer stores booleans as 0/1."""
+    if isinstance(x, bool):
+        return int(x)
+    if isinstance(x, list):
+        return [_canon(i) for i in x]
+    if isinstance(x, dict):
+        return {str(k): _canon(v) for k, v in x.items()}
+    return x
+
+
+def _target_json(target) -> str:
+    """Canonical target JSON (as :func:`release.target.target_to_json`) from a dict or JSON text."""
+    d = json.loads(target) if isinstance(target, str) else dict(target)
+    d = {str(k): v for k, v in d.items()}
+    if not d.get("tag"):
+        d.pop("tag", None)
+    d.pop("keys", None)
+    host = d.pop("host", None)
+    if host:
+        d["host"] = host
+    return json.dumps(d, sort_keys=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def _canon_target_text(target: str) -> str:
+    """:func:`_target_json` of a record's target text (the text itself when it is not JSON)."""
+    try:
+        return _target_json(target)
+    except (ValueError, TypeError, AttributeError):
+        return target
+
+
+def target_class(target) -> str:
+    """A short name of the machine code a target produces, e.g. ``llvm -mcpu=emeraldrapids``.
+
+    Parameters
+    ----------
+    target : str or dict
+        Target JSON (a record's ``target``) or its dict.
+
+    Returns
+    -------
+    str
+        The kind followed by the ISA-deciding fields present (``mcpu``, ``mtriple``, ``arch``,
+        ``mattr``). Records of different classes are never mixed.
+    """
+    try:
+        d = json.loads(target) if isinstance(target, str) else dict(target)
+    except (ValueError, TypeError):
+        return str(target)
+    if not isinstance(d, dict):
+        return str(target)
+    parts = [str(d.get("kind", "?"))]
+    for k in _CLASS_FIELDS[1:]:
+        if d.get(k):
+            parts.append(f"-{k}={d[k]}")
+    return " ".join(parts)
+
+
+def _target_matcher(query):
+    """A predicate on a record's target JSON for ``records(target_kind=query)``."""
+    if query is None:
+        return None
+    if hasattr(query, "export"):  # a tvm.target.Target
+        query = dict(query.export())
+    if isinstance(query, str) and query.lstrip().startswith("{"):
+        query = json.loads(query)
+    if isinstance(query, str):
+        kind = query.strip()
+        want = {"kind": kind}
+    else:
+        want = {k: query[k] for k in _CLASS_FIELDS if query.get(k)}
+    cache: dict[str, bool] = {}
+
+    def match(target_json: str) -> bool:
+        hit = cache.get(target_json)
+        if hit is None:
+            try:
+                d = json.loads(target_json)
+            except ValueError:
+                d = {}
+            hit = cache[target_json] = all(d.get(k) == v for k, v in want.items())
+        return hit
+
+    match.label = " ".join(f"{k}={v}" for k, v in want.items())
+    return match
+
+
+def workload_digest(key: str) -> str:
+    """The 16-hex workload digest of a task key ``name/digest`` (the key itself if it has no ``/``)."""
+    return key.rsplit("/", 1)[-1]
+
+
+def record_identity(rec: Record) -> bytes:
+    """The dedup key of a record: sha1 of (workload digest, target, trace); config when no trace."""
+    body = _canon(rec.trace) if rec.trace is not None else ["config", rec.config]
+    text = json.dumps([workload_digest(rec.task), _canon_target_text(rec.target), body], sort_keys=True,
+                      separators=(",", ":"))
+    return hashlib.sha1(text.encode()).digest()
+
+
+def read_ms_database(work_dir: str | os.PathLike) -> list[Record]:
+    """Read a MetaSchedule ``JSONDatabase`` folder as text JSON (never unpickled).
+
+    Parameters
+    ----------
+    work_dir : str or PathLike
+        Folder holding ``database_workload.json`` (lines ``[structural hash, base64 module]``) and
+        ``database_tuning_record.json`` (lines ``[workload index, [trace, run_secs, target, args]]``),
+        as written by ``ms.database.JSONDatabase`` or :class:`release.measure.log_to_database`.
+
+    Returns
+    -------
+    list of Record
+        One per tuning record: ``task`` is ``task-<digest[:8]>/<digest>`` with the digest a
+        :class:`release.task.Task` of the same module and target has, ``trace`` and ``costs``
+        (``run_secs``, s) as stored, ``target`` canonical JSON, ``tuner="ms-database"``,
+        ``config=[]``, ``flop=0`` (MetaSchedule stores no FLOP count; :meth:`KnowledgeBase.records`
+        fills it from records of the same workload). A run_secs of 1e10 s (MetaSchedule's mark of
+        a failed run) becomes ``error_kind="run_error"``.
+
+    Raises
+    ------
+    KnowledgeError
+        The folder lacks either file, or a non-empty file has no readable line.
+    """
+    work_dir = os.fspath(work_dir)
+    wl_path = os.path.join(work_dir, MS_WORKLOAD_FILE)
+    rec_path = os.path.join(work_dir, MS_RECORD_FILE)
+    if not (os.path.isfile(wl_path) and os.path.isfile(rec_path)):
+        raise KnowledgeError(f"{work_dir} is a folder but not a MetaSchedule database (it needs {MS_WORKLOAD_FILE} "
+                             f"and {MS_RECORD_FILE}); give a release JSON-lines log or a JSONDatabase work_dir")
+    shashes = []
+    bad_wl = 0
+    with open(wl_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                w = json.loads(line)
+                shashes.append(str(w[0]))
+            except (ValueError, TypeError, IndexError, KeyError):
+                shashes.append(None)  # keep indices aligned with MetaSchedule's
+                bad_wl += 1
+    out, bad = [], 0
+    digests: dict[tuple[str, str], str] = {}
+    with open(rec_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                idx, (trace, run_secs, target, *_rest) = json.loads(line)
+                shash = shashes[int(idx)]
+                if shash is None:
+                    raise ValueError("workload line unreadable")
+                tj = _target_json(target)
+                digest = digests.get((shash, tj))
+                if digest is None:
+                    digest = digests[(shash, tj)] = hashlib.sha1(f"{shash}|{tj}".encode()).hexdigest()[:16]
+                costs = [float(c) for c in (run_secs or [])]
+            except (ValueError, TypeError, IndexError, KeyError, AttributeError):
+                bad += 1
+                continue
+            failed = not costs or min(costs) >= _MS_FAILED_S
+            out.append(Record(task=f"task-{digest[:8]}/{digest}", name=f"task-{digest[:8]}", target=tj, config=[],
+                              trace=trace, costs=[] if failed else costs,
+                              error_kind="run_error" if failed else "", tuner="ms-database"))
+    if (bad or bad_wl) and not out:
+        raise KnowledgeError(f"{work_dir}: none of its MetaSchedule database lines could be read "
+                             f"({bad_wl} workload, {bad} record line(s) unreadable); is it a JSONDatabase work_dir?")
+    if bad or bad_wl:
+        logger.warning("%s: skipped %d unreadable MetaSchedule database line(s); the rest is used", work_dir,
+                       bad + bad_wl)
+    return out
+
+
+def read_input(path: str | os.PathLike) -> list[Record]:
+    """Records of a release JSON-lines log or of a MetaSchedule ``JSONDatabase`` folder.
+
+    Raises
+    ------
+    KnowledgeError
+        ``path`` does not exist, is a folder that is not a MetaSchedule database, or is a non-empty
+        file none of whose lines is a record (not a tuning log).
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise KnowledgeError(f"{path} does not exist; give a release tuning log (.jsonl) or a MetaSchedule "
+                             "database folder")
+    if os.path.isdir(path):
+        return read_ms_database(path)
+    try:
+        recs = load_records(path)
+    except RecordError as err:  # its advice names --log; say what `knowledge add` takes
+        raise KnowledgeError(f"{str(err).split(';')[0]}; give a release tuning log (.jsonl) or a MetaSchedule "
+                             "database folder") from None
+    if not recs and os.path.getsize(path) > 0:
+        raise KnowledgeError(f"{path} holds no tuning record; give a release tuning log or a MetaSchedule "
+                             "database folder")
+    return recs
+
+
+class KnowledgeBase:
+    """A folder of tuning records shared by every task, model and run on this machine.
+
+    Parameters
+    ----------
+    path : str or PathLike, optional
+        The folder; default :func:`knowledge_dir` (``$RELEASE_KNOWLEDGE`` or the user's cache).
+        Created on the first :meth:`add`.
+
+    Raises
+    ------
+    KnowledgeError
+        ``path`` is an existing file, or knowledge is disabled (``RELEASE_KNOWLEDGE=off``) and no
+        path was given.
+
+    Examples
+    --------
+    >>> kb = KnowledgeBase("/tmp/kb")
+    >>> kb.add_log("tune.jsonl")                      # a release log, or a MetaSchedule work_dir
+    >>> recs = kb.records(target_kind=task.target_json, workload=task)
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        folder = knowledge_dir(path)
+        if folder is None:
+            raise KnowledgeError(f"knowledge is disabled ({ENV_VAR}={os.environ.get(ENV_VAR)}); pass a folder "
+                                 f"or unset {ENV_VAR}")
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise KnowledgeError(f"knowledge base {folder} is a file, not a folder; pass a folder path "
+                                 f"(--dir / --knowledge DIR)")
+        self.path = folder
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._shard: str | None = None
+        self._known: set[bytes] | None = None
+        self.stats: dict = {}
+
+    # ------------------------------------------------------------------ writing
+    @property
+    def shard(self) -> str | None:
+        """Path of this object's own shard (None until its first write)."""
+        return self._shard
+
+    def _open_shard(self) -> int:
+        os.makedirs(self.path, exist_ok=True)
+        name = f"{socket.gethostname().split('.')[0] or 'host'}-{os.getpid()}-{uuid.uuid4().hex[:12]}.jsonl"
+        path = os.path.join(self.path, name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        from .. import __version__
+
+        header = {_HEADER_KEY: KNOWLEDGE_VERSION, "created": time.time(), "host": socket.gethostname(),
+                  "pid": os.getpid(), "release_version": __version__}
+        _write_all(fd, (json.dumps(header, separators=(",", ":")) + "\n").encode())
+        os.fsync(fd)
+        try:  # make the new file's name durable too
+            dfd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError:
+            pass
+        self._shard = path
+        return fd
+
+    def add(self, records: Iterable[Record]) -> int:
+        """Append records not already held; returns how many were written.
+
+        Parameters
+        ----------
+        records : iterable of Record
+            Any tasks and targets. Those whose (workload, target, trace) the base already holds
+            (read once, on the first call, in one pass) or that repeat within ``records`` are skipped.
+
+        Returns
+        -------
+        int
+            Records appended. They are on disk (``os.fsync``) when this returns: one ``os.write``
+            of complete lines on this object's own shard.
+        """
+        with self._lock:
+            if self._known is None:
+                self._known = {record_identity(r) for r in self._iter_records(log=False)}
+            lines = []
+            for rec in records:
+                ident = record_identity(rec)
+                if ident in self._known:
+                    continue
+                self._known.add(ident)
+                lines.append(rec.to_json() + "\n")
+            if not lines:
+                return 0
+            if self._fd is None:
+                self._fd = self._open_shard()
+            _write_all(self._fd, "".join(lines).encode())
+            os.fsync(self._fd)
+            return len(lines)
+
+    def add_log(self, path: str | os.PathLike) -> int:
+        """Import a release JSON-lines log or a MetaSchedule ``JSONDatabase`` folder; returns records added.
+
+        Raises
+        ------
+        KnowledgeError
+            ``path`` does not exist, is a folder that is not a MetaSchedule database, or is a file
+            that is not a tuning log.
+        """
+        return self.add(read_input(path))
+
+    def close(self) -> None:
+        """Close this object's shard (further :meth:`add` calls open a new one)."""
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ reading
+    def shards(self) -> list[str]:
+        """Paths of the shard files, sorted by name."""
+        if not os.path.isdir(self.path):
+            return []
+        return [os.path.join(self.path, n) for n in sorted(os.listdir(self.path))
+                if n.endswith(".jsonl") and os.path.isfile(os.path.join(self.path, n))]
+
+    def _iter_records(self, log: bool = True):
+        """Every record of every readable shard, in shard-name and line order (duplicates included).
+
+        Sets ``self.stats`` (shards, lines, bad_lines, bad_shards). A shard whose header names a
+        format version this release cannot read raises :class:`KnowledgeError`.
+        """
+        stats = {"shards": 0, "lines": 0, "bad_lines": 0, "bad_shards": 0}
+        self.stats = stats
+        for path in self.shards():
+            try:
+                f = open(path, encoding="utf-8", errors="replace")
+            except OSError as err:
+                stats["bad_shards"] += 1
+                logger.warning("knowledge: skipped shard %s: %s", path, err)
+                continue
+            with f:
+                first = f.readline()
+                version = _header_version(first)
+                if version is None:
+                    stats["bad_shards"] += 1
+                    if first.strip() and log:
+                        logger.warning("knowledge: skipped %s: not a knowledge shard (its first line is not a "
+                                       "release_knowledge header); the other shards are used", path)
+                    continue
+                if not MIN_READ_VERSION <= version <= KNOWLEDGE_VERSION:
+                    newer = version > KNOWLEDGE_VERSION
+                    raise KnowledgeError(
+                        f"knowledge base {self.path}: shard {os.path.basename(path)} has format version {version}, "
+                        f"this release reads {MIN_READ_VERSION}..{KNOWLEDGE_VERSION}; "
+                        + ("upgrade release-tvm, or " if newer else "")
+                        + "move the folder aside and pass --knowledge NEWDIR (re-import its logs with "
+                          "`release knowledge add LOG...`)")
+                stats["shards"] += 1
+                bad = 0
+                for line in f:
+                    if not line.strip():
+                        continue
+                    stats["lines"] += 1
+                    try:
+                        rec = Record.from_json(line)
+                    except (ValueError, TypeError):
+                        bad += 1
+                        continue
+                    yield rec
+                if bad:
+                    stats["bad_lines"] += bad
+                    if log:
+                        logger.warning("knowledge: %s: skipped %d unreadable line(s) (a write cut by a crash "
+                                       "leaves one at the end); the rest is used", path, bad)
+
+    def records(self, target_kind=None, workload=None) -> list[Record]:
+        """The deduplicated records, optionally of one target class and one workload.
+
+        Parameters
+        ----------
+        target_kind : str, dict or tvm.target.Target, optional
+            A kind (``"llvm"``, ``"cuda"``: every record of that kind) or a target (JSON text, dict
+            or ``Target``: records whose kind and ``mcpu``/``mtriple``/``arch``/``mattr`` equal the
+            target's, so AVX2 records never reach an AVX-512 task). Records left out are counted in
+            one warning line naming their targets. Default: all.
+        workload : Task or str, optional
+            A :class:`release.task.Task`, a task key, its 16-hex digest, or a task name.
+
+        Returns
+        -------
+        list of Record
+            First copy of each (workload, target, trace), in shard-name then line order. Records
+            imported from a MetaSchedule database get the ``name`` and ``flop`` of a release record
+            of the same workload when the base holds one. Time and memory linear in the base's size.
+
+        Raises
+        ------
+        KnowledgeError
+            A shard written in a format version this release cannot read.
+        """
+        match = _target_matcher(target_kind)
+        wkey = getattr(workload, "key", workload)
+        seen: set[bytes] = set()
+        out: list[Record] = []
+        names: dict[str, tuple[str, float]] = {}
+        others: Counter = Counter()
+        dups = 0
+        for rec in self._iter_records():
+            digest = workload_digest(rec.task)
+            if rec.tuner != "ms-database" and digest not in names:
+                names[digest] = (rec.name, rec.flop)
+            if wkey is not None and wkey not in (rec.task, digest, rec.name):
+                continue
+            if match is not None and not match(rec.target):
+                others[target_class(rec.target)] += 1
+                continue
+            ident = record_identity(rec)
+            if ident in seen:
+                dups += 1
+                continue
+            seen.add(ident)
+            out.append(rec)
+        for rec in out:
+            if rec.tuner == "ms-database":
+                got = names.get(workload_digest(rec.task))
+                if got is not None:
+                    rec.name, rec.flop = got[0], got[1]
+                    rec.task = f"{got[0]}/{workload_digest(rec.task)}"
+        self.stats["duplicates"] = dups
+        self.stats["other_targets"] = sum(others.values())
+        if others:
+            shown = ", ".join(f"{n} on {k}" for k, n in others.most_common(3)) + (" ..." if len(others) > 3 else "")
+            logger.warning("knowledge: left out %d record(s) of other targets (%s); using only %s",
+                           sum(others.values()), shown, match.label)
+        return out
+
+    def summary(self, target_kind=None) -> list[dict]:
+        """Per target class and workload: records, successful ones, best time and GFLOPS.
+
+        Returns
+        -------
+        list of dict
+            Keys ``target`` (:func:`target_class`), ``workload`` (task key), ``name``, ``records``,
+            ``ok``, ``best_ms`` (fastest mean run time, ms; None without a success), ``best_gflops``
+            (None when no FLOP count is known, e.g. only MetaSchedule records), ``tuners`` (sorted
+            names). Sorted by target, then name.
+        """
+        rows: dict[tuple[str, str], dict] = {}
+        tuners: dict[tuple[str, str], set] = defaultdict(set)
+        for rec in self.records(target_kind=target_kind):
+            tc = target_class(rec.target)
+            k = (tc, workload_digest(rec.task))
+            row = rows.get(k)
+            if row is None:
+                row = rows[k] = {"target": tc, "workload": rec.task, "name": rec.name, "records": 0, "ok": 0,
+                                 "best_ms": None, "best_gflops": None}
+            row["records"] += 1
+            tuners[k].add(rec.tuner or "?")
+            if rec.ok:
+                row["ok"] += 1
+                ms = rec.mean_cost * 1e3
+                if row["best_ms"] is None or ms < row["best_ms"]:
+                    row["best_ms"] = ms
+                g = rec.gflops
+                if rec.flop > 0 and (row["best_gflops"] is None or g > row["best_gflops"]):
+                    row["best_gflops"] = g
+        for k, row in rows.items():
+            row["tuners"] = sorted(tuners[k])
+        return sorted(rows.values(), key=lambda r: (r["target"], r["name"], r["workload"]))
+
+
+def _header_version(line: str) -> int | None:
+    """The format version of a shard's first line, or None when it is not a header."""
+    try:
+        d = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(d, dict) or _HEADER_KEY not in d:
+        return None
+    try:
+        return int(d[_HEADER_KEY])
+    except (TypeError, ValueError):
+        return None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte is written (a regular file takes it in one call in practice)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]

@@ -1,0 +1,84 @@
+"""``release knowledge show | add``: what the tuning knowledge base holds, and importing logs into it.
+
+``release knowledge [--dir DIR] show [--target KIND]`` prints one row per target and workload
+(records, successful ones, best time and GFLOPS). ``release knowledge add LOG... [--dir DIR]``
+imports release JSON-lines logs and MetaSchedule ``JSONDatabase`` folders, skipping records the
+base already holds. Bad input (a missing path, a file that is not a tuning log, a folder that is
+not a MetaSchedule database) is one line on stderr and exit status 2, before anything is added.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def register(subparsers) -> None:
+    """Add the ``knowledge`` command group to the top-level CLI."""
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    p = subparsers.add_parser("knowledge", help="the tuning knowledge base: show what it holds, import logs")
+    p.add_argument("--dir", dest="kdir", default=None,
+                   help="knowledge base folder (default: $RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge)")
+    p.set_defaults(func=lambda args: p.print_help() or 0)
+    sub = p.add_subparsers(dest="knowledge_command", metavar="KNOWLEDGE_COMMAND")
+
+    s = sub.add_parser("show", help="records per target and workload, successful ones, best GFLOPS", formatter_class=fmt)
+    s.add_argument("--dir", dest="kdir", default=argparse.SUPPRESS, help="knowledge base folder")
+    s.add_argument("--target", default=None,
+                   help="only this target kind (llvm, cuda) or target JSON; records of others are counted")
+    s.set_defaults(func=cmd_show)
+
+    a = sub.add_parser("add", help="import release logs and MetaSchedule database folders", formatter_class=fmt)
+    a.add_argument("logs", nargs="+", metavar="LOG",
+                   help="a release JSON-lines log, or a folder with database_workload.json and "
+                        "database_tuning_record.json")
+    a.add_argument("--dir", dest="kdir", default=argparse.SUPPRESS, help="knowledge base folder")
+    a.set_defaults(func=cmd_add)
+
+
+def _open(args):
+    from .base import KnowledgeBase
+
+    return KnowledgeBase(getattr(args, "kdir", None))
+
+
+def _fmt(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def cmd_show(args) -> int:
+    kb = _open(args)
+    rows = kb.summary(target_kind=args.target)
+    st = kb.stats
+    if not rows:
+        print(f"knowledge base {kb.path} holds no records"
+              + (f" for {args.target}" if args.target else "")
+              + "; import logs with `release knowledge add LOG...`")
+        return 0
+    total = sum(r["records"] for r in rows)
+    print(f"knowledge base {kb.path}: {total} records in {st.get('shards', 0)} shard(s)"
+          f" ({st.get('duplicates', 0)} duplicates dropped, {st.get('bad_lines', 0)} unreadable lines skipped"
+          + (f", {st.get('other_targets', 0)} of other targets left out" if args.target else "") + ")")
+    head = ("target", "workload", "records", "ok", "best ms", "best GFLOPS", "tuners")
+    table = [head] + [(r["target"], r["name"], str(r["records"]), str(r["ok"]), _fmt(r["best_ms"], ".4f"),
+                       _fmt(r["best_gflops"], ".2f"), ",".join(r["tuners"])) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for row in table:
+        print("  ".join(c.ljust(w) if i < 2 or i == 6 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+              .rstrip())
+    return 0
+
+
+def cmd_add(args) -> int:
+    from .base import read_input
+
+    inputs = [(path, read_input(path)) for path in args.logs]  # every input read before anything is added
+    kb = _open(args)
+    total = 0
+    for path, recs in inputs:
+        n = kb.add(recs)
+        total += n
+        print(f"{path}: {n} new of {len(recs)} record(s)")
+    kb.close()
+    print(f"knowledge base {kb.path}: added {total} record(s)" + (f" to {os.path.basename(kb.shard)}" if kb.shard else ""))
+    return 0
