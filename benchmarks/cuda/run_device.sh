@@ -27,7 +27,8 @@
 # Modes: `stage` (calls 1..N-1), `assemble` (join and check the wheels only), `run` (default).
 # DRY_RUN=1 (any machine, no GPU): the same script up to the first CUDA launch, with the
 # project's .venv: env, the default-suite CUDA tests, device_bench.py dry-run (CUDA tasks, knob
-# spaces, legality, nvcc/NVRTC builds, each tuner's first proposals, the PyTorch reference ops),
+# spaces, legality, CUDA C exported through the build pool, each tuner's first proposals, the
+# PyTorch reference ops),
 # and `release tune` on CUDA, which must stop with one line (no GPU) before launching anything.
 set -uo pipefail
 
@@ -38,7 +39,7 @@ OUT=${OUT:-$ROOT/runs/cuda-out}
 WORK=${WORK:-/tmp/release-cuda-work}
 SITE=${SITE:-/tmp/release-site}
 STAGE_KEEP=${STAGE_KEEP:-/root/release-cuda-stage}
-BUDGET_S=${BUDGET_S:-500}          # the whole run; the call's timeout_s should leave ~60 s more
+BUDGET_S=${BUDGET_S:-480}          # the whole run, install included; the call's timeout_s: ~60 s more
 TRIALS=${TRIALS:-96}               # equal trial budget of every tuner
 PLAN_SIZE=${PLAN_SIZE:-32}         # configs per round (3 rounds at 96 trials)
 RUN_SECONDS=${RUN_SECONDS:-35}     # cap of one tuning run (its trials are then reported as reached)
