@@ -170,11 +170,12 @@ def run(cfg: BenchConfig, progress: bool = True) -> None:
 
 
 def _measure_option(cfg: BenchConfig) -> dict:
-    """The builder and runner every run and re-measurement of ``cfg`` uses."""
-    from .measure import LocalBuilder, LocalRunner, measure_option
+    """The builder and runner every run and re-measurement of ``cfg`` uses: the measurement
+    defaults of :class:`release.measure.MeasureConfig` with the tier's settings."""
+    from .measure.config import MeasureConfig
 
-    return measure_option(LocalBuilder(n_parallel=cfg.n_parallel),
-                          LocalRunner(number=cfg.number, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms))
+    return MeasureConfig(n_parallel=cfg.n_parallel, number=cfg.number, repeat=cfg.repeat,
+                         min_repeat_ms=cfg.min_repeat_ms).make_option()
 
 
 def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) -> dict:

@@ -157,21 +157,11 @@ def _gflop(w) -> float:
 
 
 def make_measure_option(args):
-    """Build ``measure_option`` from CLI arguments (shared by tune commands)."""
-    from .measure import LocalBuilder, LocalRunner, RPCRunner, measure_option
+    """Build ``measure_option`` from CLI arguments (shared by tune commands): one
+    :class:`release.measure.MeasureConfig`, validated once."""
+    from .measure.config import MeasureConfig
 
-    builder = LocalBuilder(n_parallel=args.n_parallel, timeout=args.build_timeout)
-    common = dict(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, timeout=args.timeout)
-    if args.runner == "rpc":
-        if not args.rpc_key:
-            raise TunerError("--runner rpc needs --rpc-key KEY (the device key registered at the tracker)")
-        from .distributed.rpc import make_rpc_runner
-
-        # n_parallel = the key's free devices; runs whose device died are re-run on the others
-        runner = make_rpc_runner(args.rpc_key, args.rpc_host, args.rpc_port, **common)
-    else:
-        runner = LocalRunner(**common)
-    return measure_option(builder, runner)
+    return MeasureConfig.from_args(args).make_option()
 
 
 def cmd_tune(args) -> int:

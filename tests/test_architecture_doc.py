@@ -15,7 +15,7 @@ def blocks() -> list[str]:
 
 def test_every_extension_point_has_an_example():
     text = "\n".join(blocks())
-    for base in ("Tuner)", "CostModel)", "ModelOptimizer)", "Sampler)", "Callback)", "session.ask", "session.tell"):
+    for base in ("Tuner)", "CostModel)", "ModelOptimizer)", "Sampler)", "Callback)", "Runner)", "session.ask", "session.tell"):
         assert base in text, base
 
 

@@ -6,12 +6,31 @@ import numpy as np
 import pytest
 import torch
 
-torch.set_num_threads(1)
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """PPO on one thread (the machine is shared), set for each test and restored, not at import."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
-def test_tune_tir_with_release_strategy_then_compile_tir(matmul_task, tmp_path):
+def test_tune_tir_with_release_strategy_then_compile_tir(matmul_task, tmp_path, monkeypatch):
     import tvm
     from tvm.s_tir import meta_schedule as ms
+
+    from release.session import TuningSession
+
+    calls = {"ask": 0, "tell": 0}
+    for name in calls:  # count the session calls: the strategy asks and tells through its session
+        orig = getattr(TuningSession, name)
+
+        def spy(session, *a, _orig=orig, _name=name, **kw):
+            calls[_name] += 1
+            return _orig(session, *a, **kw)
+
+        monkeypatch.setattr(TuningSession, name, spy)
 
     from release.rl import PPOConfig
     from release.strategy import ReleaseSearchStrategy, fast_builder
@@ -26,6 +45,7 @@ def test_tune_tir_with_release_strategy_then_compile_tir(matmul_task, tmp_path):
                      num_tuning_cores=1, seed=0)
     recs = db.get_all_tuning_records()
     assert len(recs) == 16  # 8 random configs, then one round: the agent's plan of 8, adaptive sampling
+    assert calls["ask"] >= 2 and calls["tell"] == 2  # two iterations of 8: ask in generate, tell in notify
     # distinct configs, all from the task's knob space
     space = task.config_space
     configs = {space.canonical(space.from_trace(r.trace)) for r in recs}

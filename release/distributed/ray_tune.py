@@ -43,42 +43,38 @@ class ClusterError(ReleaseError):
     """A Ray cluster that cannot be used (no answer at the address, Ray not installed, ...)."""
 
 
-#: keys of ``measure_args`` (the CLI's measurement flags) and their defaults
-MEASURE_DEFAULTS = dict(runner="local", rpc_key=None, rpc_host="127.0.0.1", rpc_port=9190, n_parallel=None,
-                        number=4, repeat=3, min_repeat_ms=0, timeout=10.0, build_timeout=30.0,
-                        session_timeout=60.0)
+def _measure_defaults() -> dict:
+    from ..measure.config import MeasureConfig
+
+    return MeasureConfig().to_dict()
+
+
+#: keys of ``measure_args`` and their defaults: the fields of :class:`release.measure.MeasureConfig`
+#: (the CLI's measurement flags; one set of defaults for the CLI, the benchmarks and Ray)
+MEASURE_DEFAULTS = _measure_defaults()
 
 
 def measure_args_from_cli(args) -> dict:
     """``measure_args`` for :func:`tune_model_ray` from ``release tune-model``'s parsed arguments."""
-    return {k: getattr(args, k, v) for k, v in MEASURE_DEFAULTS.items()}
+    from ..measure.config import MeasureConfig
+
+    return MeasureConfig.from_args(args).to_dict()
 
 
 def make_measure_option(measure_args: dict | None, cpus: int = 1) -> dict:
-    """Builder and runner from ``measure_args`` (made inside a Ray worker, or to check up front).
+    """Builder and runner from ``measure_args`` (made inside a Ray worker, or to check up front):
+    :meth:`release.measure.MeasureConfig.make_option` with the builder's ``n_parallel`` defaulting
+    to ``cpus`` (the Ray task's CPUs); an RPC runner's ``n_parallel`` defaults to the key's free
+    devices.
 
-    The builder's ``n_parallel`` defaults to ``cpus`` (the Ray task's CPUs); an RPC runner's
-    ``n_parallel`` defaults to the key's free devices (:func:`release.distributed.rpc.free_devices`).
+    Raises
+    ------
+    TunerError
+        Unknown keys or bad values.
     """
-    from ..measure import LocalBuilder, LocalRunner, measure_option
-    from .rpc import make_rpc_runner
+    from ..measure.config import MeasureConfig
 
-    a = dict(MEASURE_DEFAULTS, **(measure_args or {}))
-    unknown = set(a) - set(MEASURE_DEFAULTS)
-    if unknown:
-        raise TunerError(f"unknown measure_args {sorted(unknown)}; known: {sorted(MEASURE_DEFAULTS)}")
-    builder = LocalBuilder(n_parallel=a["n_parallel"] or cpus, timeout=a["build_timeout"])
-    common = dict(number=a["number"], repeat=a["repeat"], min_repeat_ms=a["min_repeat_ms"], timeout=a["timeout"])
-    if a["runner"] == "rpc":
-        if not a["rpc_key"]:
-            raise TunerError("--runner rpc needs --rpc-key KEY (the device key registered at the tracker)")
-        runner = make_rpc_runner(a["rpc_key"], a["rpc_host"], a["rpc_port"], session_timeout=a["session_timeout"],
-                                 **common)
-    elif a["runner"] == "local":
-        runner = LocalRunner(**common)
-    else:
-        raise TunerError(f"runner {a['runner']!r} must be 'local' or 'rpc'")
-    return measure_option(builder, runner)
+    return MeasureConfig.from_dict(measure_args).make_option(cpus=cpus)
 
 
 def split_budget(tasks: Sequence, n_trial: int, split: str = "equal") -> list[int]:
@@ -348,13 +344,13 @@ def tune_model_ray(tasks: list, n_trial: int, log: str, tuner: str = "random", m
         raise TunerError("the model has no tunable task")
     if scheduler not in (None, "gradient", "round-robin"):
         raise TunerError(f"unknown scheduler {scheduler!r}")
-    budgets = split_budget(tasks, n_trial, split)
-    args = dict(MEASURE_DEFAULTS, **(measure_args or {}))
-    if args["runner"] == "rpc":  # fail fast, before starting Ray
-        from .rpc import check_key
+    from ..measure.config import MeasureConfig
 
-        if not args["rpc_key"]:
-            raise TunerError("--runner rpc needs --rpc-key KEY (the device key registered at the tracker)")
+    budgets = split_budget(tasks, n_trial, split)
+    args = MeasureConfig.from_dict(measure_args).to_dict()  # validated once, here
+    if args["runner"] == "rpc":  # fail fast, before starting Ray
+        from ..measure.tracker import check_key
+
         check_key(args["rpc_host"], int(args["rpc_port"]), args["rpc_key"])
     t0 = time.time()
     merged = merge_shards(log)

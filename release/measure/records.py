@@ -13,12 +13,14 @@ search_s, fit_s, tuner, flop, round, threads`` (threads the kernel ran on), ``la
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
+from ..callback import Callback
 from ..errors import RecordError
 
 logger = logging.getLogger(__name__)
@@ -66,6 +68,10 @@ class Record:
     #: the schedule rewrites a layout-free weight's layout (MetaSchedule's RewriteLayout fired:
     #: the kernel was timed on the pre-packed weight)
     layout_rewrite: bool = False
+    #: version of the release package that measured it (``release.__version__``; "" in older logs)
+    release_version: str = ""
+    #: git revision of the code that measured it (12 hex digits; "" outside a git checkout, or in older logs)
+    revision: str = ""
     version: int = RECORD_VERSION
 
     @property
@@ -101,9 +107,33 @@ class Record:
                    trace=trace, costs=list(result.costs), error_kind=result.error_kind, error_msg=result.error_msg,
                    timestamp=result.timestamp, build_s=result.build_s, run_s=result.run_s,
                    measure_s=result.measure_s, search_s=result.search_s, fit_s=result.fit_s, tuner=tuner, flop=task.flop,
-                   round=result.round, threads=result.threads,
+                   round=result.round, threads=result.threads, release_version=provenance()[0],
+                   revision=provenance()[1],
                    layout_rewrite=result.trace is not None and any(
                        i.kind.name == "TransformLayout" for i in result.trace.insts))
+
+
+@functools.lru_cache(maxsize=None)
+def provenance() -> tuple[str, str]:
+    """``(package version, git revision)`` of the code running now, stamped on every record.
+
+    The revision is ``git rev-parse --short=12 HEAD`` of the checkout the package is imported
+    from (asked once per process, 5 s at most); "" when it is not a git checkout or git is missing.
+    """
+    import subprocess
+
+    from .. import __version__
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    rev = ""
+    try:
+        out = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        if out.returncode == 0:
+            rev = out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return __version__, rev
 
 
 def _check_path(path) -> None:
@@ -187,7 +217,7 @@ def check_log_for_task(path: str | os.PathLike, task) -> list[Record]:
     return mine
 
 
-class log_to_file:
+class log_to_file(Callback):
     """Tuner callback (AutoTVM's ``autotvm.callback.log_to_file``): append every record, flushed.
 
     Parameters
@@ -205,19 +235,34 @@ class log_to_file:
         _check_path(self.path)
         folder = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(folder, exist_ok=True)
-        load_records(self.path)  # refuse a file that is not a tuning log before anything is appended
+        # read once: refuses a file that is not a tuning log before anything is appended, and is
+        # kept (with every record this callback appends) so resuming never re-reads the file
+        self._records = load_records(self.path)
+
+    @property
+    def log_path(self) -> str:
+        """The log's path (a tuner keeps its optimizer's state beside it)."""
+        return self.path
+
+    def records(self, task) -> list[Record]:
+        """Records of ``task`` (a Task or its key) in the file when this callback was made, plus
+        those it appended since; the file is not read again."""
+        key = getattr(task, "key", task)
+        return [r for r in self._records if r.task == key]
 
     def load(self, task) -> list[Record]:
-        """Records of ``task`` already in the file (for resuming)."""
-        return load_records(self.path, task)
+        """Same as :meth:`records` (the name before issue 15)."""
+        return self.records(task)
 
-    def __call__(self, tuner, inputs, results) -> None:
+    def on_result(self, tuner, inputs, results) -> None:
+        """Append each result's record and flush it (``os.fsync`` unless ``fsync=False``)."""
         with open(self.path, "a", encoding="utf-8") as f:
             if _ends_mid_line(self.path):  # a crash cut the last line: start a new one, lose no record
                 f.write("\n")
             for res in results:
                 rec = Record.from_result(tuner.task, res, tuner=tuner.name)
                 f.write(rec.to_json() + "\n")
+                self._records.append(rec)
                 f.flush()
                 if self.fsync:
                     os.fsync(f.fileno())
@@ -267,7 +312,7 @@ def add_to_database(ms_db, records: Iterable[Record], task) -> int:
     return n
 
 
-class log_to_database:
+class log_to_database(Callback):
     """Tuner callback: commit every successful measurement to a MetaSchedule ``JSONDatabase``.
 
     Parameters
@@ -284,7 +329,8 @@ class log_to_database:
         os.makedirs(self.work_dir, exist_ok=True)
         self.database = JSONDatabase(work_dir=self.work_dir)
 
-    def __call__(self, tuner, inputs, results) -> None:
+    def on_result(self, tuner, inputs, results) -> None:
+        """Commit the successful results of ``results``."""
         recs = [Record.from_result(tuner.task, r, tuner=tuner.name) for r in results if r.ok]
         add_to_database(self.database, recs, tuner.task)
 

@@ -2,10 +2,10 @@
 
 Life cycle of :meth:`Tuner.tune` (one *round* = search, measure, update):
 
-1. Resume: :meth:`Tuner.attach_log` gets the log's path (tuners with state beyond the records,
-   the PPO agent, reload it from beside the log); every callback with a ``load(task)`` method
-   (``log_to_file``) returns the records of this task already on disk; :meth:`Tuner.load_history`
-   marks them visited and feeds them to :meth:`Tuner.update`. They count toward ``n_trial``.
+1. Resume: :meth:`Tuner.attach_log` gets the first callback's ``log_path`` (tuners with state
+   beyond the records, the PPO agent, reload it from beside the log); every callback's
+   ``records(task)`` (``log_to_file``: the records of this task it read when it was made) goes
+   to :meth:`Tuner.load_history` (the session's ``resume``). They count toward ``n_trial``.
 2. While fewer than ``n_trial`` configs were measured and :meth:`Tuner.has_next`:
 
    a. ``configs = next_batch(batch_size)``: the search; must return unvisited configs (timed
@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..callback import as_callback
 from ..errors import TunerError
 from ..measure.measure import MeasureResult, Measurer, measure_option
 from ..measure.records import Record
@@ -132,7 +133,7 @@ class Tuner:
 
     # ------------------------------------------------------------------ the loop
     def tune(self, n_trial: int, measure_option=None, early_stopping: int | None = None,
-             callbacks: Sequence[Callable] = (), si_prefix: str = "G") -> "Tuner":
+             callbacks: Sequence[Callable] = (), si_prefix: str = "G", resume: bool = True) -> "Tuner":
         """Tune for ``n_trial`` measured configs (AutoTVM's ``Tuner.tune``).
 
         Resumes from the callbacks' logs (:meth:`load_history`), then runs the session's rounds
@@ -150,10 +151,15 @@ class Tuner:
             ``option["builder"].close()``.
         early_stopping : int, optional
             Stop once this many trials passed without improving the best.
-        callbacks : sequence of callables
-            ``callback(tuner, inputs, results)`` after each completed measurement (lists of one).
+        callbacks : sequence of Callback or callables
+            :class:`release.callback.Callback` s (``log_to_file``, ``progress_bar``, ...) or plain
+            functions ``callback(tuner, inputs, results)`` called after each completed measurement
+            (lists of one).
         si_prefix : str
             Unused (kept for AutoTVM compatibility; progress shows GFLOPS).
+        resume : bool
+            Resume from the callbacks' stored records (``Callback.records``; default True). False
+            when the caller already told the session the log (``tune_model`` reads its log once).
 
         Returns
         -------
@@ -175,33 +181,31 @@ class Tuner:
             measurer = None
         else:
             opt, measurer = None, measure_option
-        for cb in callbacks:
-            if hasattr(cb, "load") and isinstance(getattr(cb, "path", None), str):
-                self.attach_log(cb.path)
-                break
-        for cb in callbacks:
-            if hasattr(cb, "load"):
-                n = self.load_history(cb.load(self.task))
+        cbs = [as_callback(cb) for cb in callbacks]
+        log = next((cb.log_path for cb in cbs if cb.log_path), None)
+        if log is not None:
+            self.attach_log(log)
+        if resume:
+            for cb in cbs:
+                n = self.load_history(cb.records(self.task))
                 if n:
-                    logger.info("%s: resumed %d records from %s", self.task.name, n, getattr(cb, "path", cb))
-        for cb in callbacks:
-            if hasattr(cb, "start"):
-                cb.start(self, n_trial)
+                    logger.info("%s: resumed %d records from %s", self.task.name, n, cb.log_path or cb)
+        for cb in cbs:
+            cb.on_start(self, n_trial)
         if measurer is None:
             measurer = Measurer(self.task, opt)
         self.measure_stats = measurer.stats
 
         def on_result(r: MeasureResult) -> None:
             inp = [MeasureInput(self.task, r.config)]
-            for cb in callbacks:
-                cb(self, inp, [r])
+            for cb in cbs:
+                cb.on_result(self, inp, [r])
 
         try:
             self.session.run(measurer, n_trial, early_stopping=early_stopping, on_result=on_result)
         finally:
             if own:  # pools we made; a caller's pools live on for its next task
                 measurer.close()
-            for cb in callbacks:
-                if hasattr(cb, "finish"):
-                    cb.finish(self)
+            for cb in cbs:
+                cb.on_finish(self)
         return self

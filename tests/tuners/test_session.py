@@ -89,3 +89,80 @@ def test_ray_worker_runs_through_the_session(matmul_task, tmp_path, monkeypatch)
     assert out["trials"] == 2 and len(load_records(shard)) == 2
     assert spy.counts["run"] == 1 and spy.counts["ask"] >= 1 and spy.counts["tell"] == spy.counts["ask"]
     assert len(spy.sessions) == 1
+
+
+# ---------------------------------------------------------------------- the log is read once
+N_BIG = 20_000
+
+
+def _big_log(task, path) -> list[tuple]:
+    """A log of ``N_BIG`` records of distinct canonical configs of ``task`` (synthetic costs, written
+    as ``log_to_file`` writes them); returns the configs."""
+    sp = task.config_space
+    configs, seen = [], set()
+    i = 0
+    while len(configs) < N_BIG:
+        c = sp.canonical(sp.get(i))
+        i += 1
+        if c not in seen:
+            seen.add(c)
+            configs.append(c)
+    with open(path, "w") as f:
+        for k, c in enumerate(configs):
+            rec = Record(task=task.key, name=task.name, target=task.target_json, config=list(c),
+                         costs=[1e-4 + 1e-9 * k], tuner="random", flop=task.flop, round=0)
+            f.write(rec.to_json() + "\n")
+    return configs
+
+
+class ReadCounter:
+    """Counts whole-log reads (``load_records``) and record parses (``Record.from_json``)."""
+
+    def __init__(self, monkeypatch):
+        from release.measure import records
+
+        self.reads = 0
+        self.parses = 0
+        load, parse = records.load_records, records.Record.from_json.__func__
+
+        def counting_load(*a, **kw):
+            self.reads += 1
+            return load(*a, **kw)
+
+        def counting_parse(cls, line):
+            self.parses += 1
+            return parse(cls, line)
+
+        monkeypatch.setattr(records, "load_records", counting_load)
+        monkeypatch.setattr(records.Record, "from_json", classmethod(counting_parse))
+
+
+def test_resuming_a_20000_record_log_reads_it_once(matmul_task, tmp_path, monkeypatch):
+    from release.measure.records import log_to_file
+
+    log = tmp_path / "big.jsonl"
+    _big_log(matmul_task, log)
+    meas = ReplayMeasurer(matmul_task)  # reads its own fixture log first
+    count = ReadCounter(monkeypatch)
+    tuner = RandomTuner(matmul_task, seed=0)
+    tuner.tune(N_BIG + 4, meas, callbacks=[log_to_file(str(log))])
+    assert tuner.trials == N_BIG + 4
+    assert count.reads == 1 and count.parses == N_BIG
+
+
+def test_a_20_chunk_model_run_over_a_20000_record_log_reads_it_once(matmul_task, fast_measure, tmp_path,
+                                                                    monkeypatch):
+    from release.measure import load_records
+    from release.model import tune_model
+
+    log = tmp_path / "big.jsonl"
+    _big_log(matmul_task, log)
+    count = ReadCounter(monkeypatch)
+    spy = SessionSpy(monkeypatch)
+    res = tune_model([matmul_task], N_BIG + 20, str(log), tuner="random", scheduler="round-robin",
+                     measure_option=fast_measure, chunk=1, progress=False)
+    assert res.tuners[matmul_task.key].trials == N_BIG + 20
+    assert spy.counts["run"] == 20 and len(spy.sessions) == 1  # 20 chunks, one session
+    assert count.reads == 1 and count.parses == N_BIG
+    monkeypatch.undo()
+    assert len(load_records(log)) == N_BIG + 20

@@ -1,0 +1,174 @@
+"""The measurer: replay, build and run configs of one task, and ``measure_option``.
+
+Life cycle of :meth:`Measurer.measure` (one batch): each config is replayed to a schedule
+(``KnobSpace.apply``; an invalid one is reported at once and never built), the schedules are
+built in parallel (:class:`release.measure.builder.Builder`), the artifacts are run
+(:class:`release.measure.runner.Runner`: one by one, or all at once when ``batched``), and each
+:class:`release.measure.result.MeasureResult` goes to ``on_result`` the moment it completes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from typing import Sequence
+
+from ..errors import InvalidConfigError, TunerError
+from .builder import Builder, LocalBuilder, MetaScheduleBuilder
+from .result import ErrorKind, MeasureResult
+from .runner import LocalRunner, MetaScheduleRunner, Runner
+
+logger = logging.getLogger(__name__)
+
+
+def _as_builder(builder):
+    """Wrap a MetaSchedule ``Builder`` in :class:`MetaScheduleBuilder`; others unchanged."""
+    from tvm.s_tir.meta_schedule.builder import Builder as MSBuilder
+
+    return MetaScheduleBuilder(builder) if isinstance(builder, MSBuilder) else builder
+
+
+def _as_runner(runner):
+    """Wrap a MetaSchedule ``Runner`` in :class:`MetaScheduleRunner`; others unchanged."""
+    from tvm.s_tir.meta_schedule.runner import Runner as MSRunner
+
+    return MetaScheduleRunner(runner) if isinstance(runner, MSRunner) else runner
+
+
+def measure_option(builder=None, runner=None) -> dict:
+    """AutoTVM's ``measure_option``: ``{"builder": Builder, "runner": Runner}``.
+
+    Parameters
+    ----------
+    builder : Builder, MetaSchedule Builder, "local" or None
+        None / ``"local"``: a :class:`LocalBuilder` with defaults. A MetaSchedule ``Builder``
+        (including ``PyBuilder`` subclasses) is wrapped in :class:`MetaScheduleBuilder`.
+    runner : Runner, MetaSchedule Runner, "local" or None
+        None / ``"local"``: a :class:`LocalRunner` with defaults. A MetaSchedule ``Runner`` is
+        wrapped in :class:`MetaScheduleRunner`.
+
+    Raises
+    ------
+    TunerError
+        Anything else.
+    """
+    if builder is None or (isinstance(builder, str) and builder == "local"):
+        builder = LocalBuilder()
+    if runner is None or (isinstance(runner, str) and runner == "local"):
+        runner = LocalRunner()
+    builder, runner = _as_builder(builder), _as_runner(runner)
+    if not isinstance(builder, Builder):
+        raise TunerError(f"builder {builder!r} is not a release.measure.Builder nor a MetaSchedule Builder")
+    if not isinstance(runner, Runner):
+        raise TunerError(f"runner {runner!r} is not a release.measure.Runner nor a MetaSchedule Runner")
+    return {"builder": builder, "runner": runner}
+
+
+class Measurer:
+    """Measures configs of one task: replay + postprocessors, build, run.
+
+    Parameters
+    ----------
+    task : release.task.Task
+    option : dict
+        From :func:`measure_option`.
+
+    Notes
+    -----
+    Invalid configs (see :meth:`release.space.KnobSpace.apply`) come back with
+    ``error_kind == "invalid"`` and are never built.
+    """
+
+    def __init__(self, task, option: dict):
+        self.task = task
+        self.builder: Builder = option["builder"]
+        self.runner: Runner = option["runner"]
+        self.runner.check_device(task.target)
+        #: wall seconds per phase, summed over calls: replay (+postprocessors), build (parallel
+        #: phase), run (all runs), total (whole measure calls); and counts
+        self.stats = {"replay": 0.0, "build": 0.0, "run": 0.0, "total": 0.0, "configs": 0, "measured": 0,
+                      "batches": 0}
+
+    @property
+    def batch_size(self) -> int:
+        """Configs per batch: the build workers, or the RPC devices if there are more of them."""
+        return max(self.builder.n_parallel, self.runner.n_parallel)
+
+    def measure(self, configs: Sequence[Sequence[int]], on_result=None) -> list[MeasureResult]:
+        """Measure ``configs``; one :class:`MeasureResult` per config, in order.
+
+        Parameters
+        ----------
+        configs : list of config tuples
+        on_result : callable, optional
+            ``on_result(result)`` is called as soon as each result completes (invalid configs at
+            once, build failures after the parallel build, runs one by one), so a caller can log
+            every measurement before the next one starts.
+        """
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+        clock = [time.perf_counter()]
+
+        def done(r: MeasureResult) -> None:
+            now = time.perf_counter()
+            r.timestamp = time.time()
+            r.measure_s = now - clock[0]
+            clock[0] = now
+            if on_result is not None:
+                on_result(r)
+
+        space = self.task.config_space
+        t_start = time.perf_counter()
+        results: list[MeasureResult] = []
+        todo = []  # (index, mod, args)
+        for c in configs:
+            c = space.canonical(c)
+            r = MeasureResult(config=c)
+            results.append(r)
+            try:
+                sch = space.apply(c)
+            except InvalidConfigError as err:
+                r.error_kind, r.error_msg = ErrorKind.INVALID, err.reason
+                done(r)
+                continue
+            r.trace = sch.trace
+            todo.append((len(results) - 1, sch.mod, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+        t_replayed = time.perf_counter()
+        built = self.builder.build([m for _, m, _ in todo], self.task.target_json)
+        t_built = time.perf_counter()
+        to_run = []
+        for (i, _, args), (path, secs, kind, msg) in zip(todo, built):
+            r = results[i]
+            r.build_s = secs
+            if kind:
+                r.error_kind, r.error_msg = kind, msg
+                done(r)
+            else:
+                to_run.append((i, path, args))
+        if self.runner.batched:
+            ran = self.runner.run([(p, a) for _, p, a in to_run], self.task.target) if to_run else []
+            pairs = zip(to_run, ran)
+        else:
+            pairs = ((item, self.runner.run([(item[1], item[2])], self.task.target)[0]) for item in to_run)
+        for (i, path, _), (costs, secs, kind, msg) in pairs:
+            r = results[i]
+            r.costs, r.run_s, r.error_kind, r.error_msg = costs, secs, kind, msg
+            r.threads = self.runner.threads
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+            done(r)
+        t_end = time.perf_counter()
+        st = self.stats
+        st["replay"] += t_replayed - t_start
+        st["build"] += t_built - t_replayed
+        st["run"] += sum(r.run_s for r in results)
+        st["total"] += t_end - t_start
+        st["configs"] += len(results)
+        st["measured"] += len(todo)
+        st["batches"] += 1
+        return results
+
+    def close(self) -> None:
+        self.builder.close()
+        self.runner.close()
