@@ -203,6 +203,8 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
     out: dict = {}
     out_median: dict = {}
     refs: dict = {}
+    ref_info: dict = {}
+    unreliable: dict = {}
     threads = thread_count(cfg.target)
     opt = _measure_option(cfg)
     try:
@@ -226,7 +228,9 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
                     if res.ok:
                         costs.setdefault(tuple(res.config), []).extend(res.costs)
                 try:
-                    ref.append(torch_reference_gflops(w, threads=threads, task=task))
+                    g, info = torch_reference(w, threads=threads, task=task)
+                    ref.append(g)
+                    ref_info.setdefault(w, []).append(info)
                 except Exception as err:  # noqa: BLE001 - the reference line is optional
                     logger.warning("no PyTorch reference for %s: %s", w, err)
             best: dict = {}
@@ -238,13 +242,16 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
             out[w], out_median[w] = best, best_med
             if ref:
                 refs[w] = float(np.max(ref))
+                if not any(i["reliable"] for i in ref_info.get(w, [])):
+                    unreliable[w] = "; ".join(i["note"] for i in ref_info[w])
     finally:
         opt["builder"].close()
         opt["runner"].close()
     os.makedirs(cfg.out, exist_ok=True)
     with open(os.path.join(cfg.out, "remeasure.json"), "w") as f:
         json.dump({"top": top, "rounds": rounds, "n_trial": cfg.n_trial, "statistic": "fastest", "gflops": out,
-                   "gflops_median": out_median, "pytorch_gflops": refs, "threads": threads}, f, indent=1)
+                   "gflops_median": out_median, "pytorch_gflops": refs, "pytorch_unreliable": unreliable,
+                   "threads": threads}, f, indent=1)
     return out
 
 
@@ -359,15 +366,24 @@ def bootstrap_geomean(per_task_seed: dict[str, list[float]], n_boot: int = 2000,
 
 
 def torch_reference_gflops(workload: str, repeat: int = 30, threads: int | None = None, task=None) -> float:
-    """GFLOPS of the same operator in PyTorch (eager, this CPU), fastest of ``repeat`` runs
-    (the fastest run is the least disturbed on a shared machine), on ``threads`` intra-op threads
-    (``torch.set_num_threads``; the benchmark passes the target's ``num-cores``, the count TVM's
-    kernels are timed with; default None keeps PyTorch's count)."""
+    """GFLOPS of the same operator in PyTorch (eager, this CPU) from :func:`torch_reference`."""
+    return torch_reference(workload, repeat, threads, task)[0]
+
+
+def torch_reference(workload: str, repeat: int = 30, threads: int | None = None, task=None) -> tuple[float, dict]:
+    """The operator in PyTorch timed as carefully as our kernels (:func:`release.reference.time_torch`:
+    warm-up, ``threads`` intra-op threads (the benchmark passes the target's ``num-cores``, the count
+    TVM's kernels are timed with), fastest of ``repeat`` single calls, checked against a second
+    method).
+
+    Returns
+    -------
+    (GFLOPS, dict)
+        The dict is the :class:`release.reference.ReferenceTiming` as JSON (``reliable``, ``note``, ...).
+    """
     import torch
 
-    if threads is not None:
-        torch.set_num_threads(int(threads))
-
+    from .reference import time_torch
     from .task import create_task
     from .workloads import get_workload
 
@@ -381,14 +397,8 @@ def torch_reference_gflops(workload: str, repeat: int = 30, threads: int | None 
         f = lambda: torch.nn.functional.linear(xs[0], xs[1])  # noqa: E731
     else:
         f = lambda: xs[0] @ xs[1]  # noqa: E731
-    with torch.no_grad():
-        f()
-        times = []
-        for _ in range(repeat):
-            t = time.perf_counter()
-            f()
-            times.append(time.perf_counter() - t)
-    return task.flop / float(np.min(times)) / 1e9
+    ref = time_torch(f, threads=threads, number=1, repeat=repeat)
+    return task.flop / ref.seconds / 1e9, asdict(ref)
 
 
 def machine() -> dict:
@@ -434,6 +444,7 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
     remeasured: dict = {}
     rem_threads = None
     rem_refs: dict = {}
+    ref_flags: dict = {}  # workload -> why its PyTorch reference is not to be trusted
     rem_path = os.path.join(cfg.out, "remeasure.json")
     if os.path.exists(rem_path):
         with open(rem_path) as f:
@@ -442,6 +453,7 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
             remeasured = rem["gflops"]
             rem_threads = rem.get("threads", 0)
             rem_refs = rem.get("pytorch_gflops", {})
+            ref_flags.update(rem.get("pytorch_unreliable", {}))
     per_task: dict = {}
     for w in cfg.workloads:
         per_task[w] = {}
@@ -474,7 +486,9 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
         if w in refs:
             continue
         try:
-            refs[w] = torch_reference_gflops(w, threads=threads)
+            refs[w], info = torch_reference(w, threads=threads)
+            if not info["reliable"]:
+                ref_flags[w] = info["note"]
         except Exception as err:  # noqa: BLE001 - the reference line is optional
             logger.warning("no PyTorch reference for %s: %s", w, err)
     result = {"config": asdict(cfg), "command": command, "machine": machine(), "baseline": cfg.baseline,
@@ -486,6 +500,7 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
                       for t, rows in per_task[w].items() if rows and all("remeasured_gflops" in r for r in rows)}
                   for w in cfg.workloads},
               "pytorch_gflops": refs,
+              "pytorch_unreliable": ref_flags,
               # threads: of the logged measurements (0 = runs before the count was set, on TVM's default of
               # half the cores, 1 here), of the side-by-side re-timing, and of the PyTorch reference
               "threads": {"logged": logged_threads, "remeasured": rem_threads, "pytorch": threads},
@@ -559,6 +574,13 @@ def _summary_table(summary: dict, rounds: int = 16) -> list[str]:
     return lines + [""]
 
 
+def _ref_cell(result: dict, w: str) -> str:
+    """The PyTorch reference of ``w``, marked when its timing was flagged unreliable."""
+    cell = _fmt(result.get("pytorch_gflops", {}).get(w))
+    why = result.get("pytorch_unreliable", {}).get(w)
+    return f"{cell} (UNRELIABLE: {why})" if why else cell
+
+
 def _threads_line(th: dict | None) -> str:
     """One line stating the thread counts a table's figures were measured with."""
     if not th:
@@ -594,7 +616,7 @@ def markdown(result: dict) -> str:
         for t in tuners:
             lines.append(f"| {t} | " + " | ".join(_fmt(med[w].get(t)) for w in ws) + " |")
         refs = result.get("pytorch_gflops", {})
-        lines += ["| PyTorch (eager, this CPU) | " + " | ".join(_fmt(refs.get(w)) for w in ws) + " |", ""]
+        lines += ["| PyTorch (eager, this CPU) | " + " | ".join(_ref_cell(result, w) for w in ws) + " |", ""]
     rem = {w: v for w, v in result.get("median_remeasured_gflops", {}).items() if v}
     if rem:
         ws = list(rem)
@@ -608,7 +630,7 @@ def markdown(result: dict) -> str:
             lines.append(f"| {t} | " + " | ".join(
                 _fmt(rem[w].get(t)) + (f" ({rem[w][t] / refs[w]:.2f}x PyTorch)" if refs.get(w) and rem[w].get(t) else "")
                 for w in ws) + " |")
-        lines += ["| PyTorch (eager, this CPU) | " + " | ".join(_fmt(refs.get(w)) for w in ws) + " |", ""]
+        lines += ["| PyTorch (eager, this CPU) | " + " | ".join(_ref_cell(result, w) for w in ws) + " |", ""]
     for w, tuners in result["per_task"].items():
         ref = result["pytorch_gflops"].get(w)
         lines += [f"## {w}" + (f" (PyTorch: {ref:.1f} GFLOPS)" if ref else ""), "",

@@ -468,28 +468,32 @@ def evaluate(model: Model, executable, number: int = 10, repeat: int = 5, check:
     return {"latency_ms": float(np.median(res.results)) * 1e3, "max_abs_err": err, "threads": runtime_threads()}
 
 
-def torch_latency_ms(model: Model, number: int = 10, repeat: int = 5, threads: int | None = None) -> float:
-    """Latency (ms) of the PyTorch module in eager mode on this CPU: the fastest of ``repeat``
-    means of ``number`` runs (on a shared machine PyTorch's intra-op threads spin and the median
-    swings by 3-20x; the fastest repeat is the least disturbed). ``threads``: PyTorch's intra-op
-    threads (``torch.set_num_threads``; give the target's ``num-cores`` so TVM and PyTorch run on
-    equal threads); default None keeps PyTorch's count."""
+def torch_latency_ms(model: Model, number: int = 10, repeat: int = 7, threads: int | None = None) -> float:
+    """Latency (ms) of the PyTorch module in eager mode on this CPU: :func:`torch_reference`'s
+    figure (``nan`` without a PyTorch module)."""
+    ref = torch_reference(model, number=number, repeat=repeat, threads=threads)
+    return ref.seconds * 1e3 if ref is not None else float("nan")
+
+
+def torch_reference(model: Model, number: int = 10, repeat: int = 7, threads: int | None = None):
+    """The PyTorch module timed as carefully as our kernels (:func:`release.reference.time_torch`:
+    warm-up, ``threads`` intra-op threads, fastest of ``repeat`` means of ``number`` runs, checked
+    against ``torch.utils.benchmark``; flagged ``reliable=False`` on a busy machine). Give
+    ``threads`` = the target's ``num-cores`` so TVM and PyTorch run on equal threads.
+
+    Returns
+    -------
+    release.reference.ReferenceTiming or None
+        None when the model has no PyTorch module (an ONNX file).
+    """
     import torch
 
+    from .reference import time_torch
+
     if model.torch_module is None:
-        return float("nan")
-    if threads is not None:
-        torch.set_num_threads(int(threads))
+        return None
     xs = [torch.from_numpy(x) for x in model.inputs]
-    times = []
-    with torch.no_grad():
-        model.torch_module(*xs)
-        for _ in range(repeat):
-            t = time.perf_counter()
-            for _ in range(number):
-                model.torch_module(*xs)
-            times.append((time.perf_counter() - t) / number)
-    return float(np.min(times)) * 1e3
+    return time_torch(lambda: model.torch_module(*xs), threads=threads, number=number, repeat=repeat)
 
 
 def _flatten(out) -> list[np.ndarray]:

@@ -158,21 +158,21 @@ def test_live_measurements_reach_the_model(matmul_task, fast_measure):
     assert m.fitted and np.isfinite(m.predict(xs)).all()
 
 
-def test_predict_is_fast_for_any_feature_type(measured):
-    """The PPO agent and the annealing query 128 configs per step: predict must stay ~1 ms."""
+def test_predict_never_extracts_program_features(measured):
+    """The PPO agent and the annealing query 128 configs per step: predict works on knob features
+    only (about 1 ms); the slow program features (~10-100 ms per config) are for re-ranking plans.
+    Checked by what predict computes, not by a timing (the suite must pass on a busy machine)."""
     task, xs, ys = measured
     space = task.config_space
     batch = space.sample(128, np.random.default_rng(1))
     for ft in ("knob", "itervar"):
         m = XGBoostCostModel(task, feature_type=ft, seed=0)
         m.fit(xs, ys, 64)
-        m.predict(batch)
-        t0 = time.perf_counter()
-        for _ in range(20):
-            out = m.predict(batch)
-        per_call = (time.perf_counter() - t0) / 20
+        before = m.program_features.computed if ft == "itervar" else 0
+        out = m.predict(batch)
         assert out.shape == (128,) and np.isfinite(out).all()
-        assert per_call < 0.05, f"{ft}: predict of 128 configs took {per_call * 1e3:.1f} ms"
+        if ft == "itervar":
+            assert m.program_features.computed == before
 
 
 def test_itervar_program_features_are_cached(measured):
@@ -184,12 +184,12 @@ def test_itervar_program_features_are_cached(measured):
     assert n0 == len({tuple(x) for x in task.config_space.canonicalize(xs[:32])})
     m.predict_program(xs[:32])
     assert cache.computed == n0  # all cached
-    t0 = time.perf_counter()
     plan = task.config_space.sample(64, np.random.default_rng(7))
     m.predict_program(plan)
-    per_config = (time.perf_counter() - t0) / 64
-    # a plan of 64 configs must not dominate a round (a round measures 64 configs at >= 0.3 s each)
-    assert per_config < 0.1, f"program features cost {per_config * 1e3:.0f} ms per config"
+    # each new config's features are computed once (no live-timing assertion: the suite must pass
+    # on a busy machine; the cost per config is reported by benchmarks/measure_overhead.py)
+    assert cache.computed == n0 + len({tuple(x) for x in task.config_space.canonicalize(plan)} -
+                                      {tuple(x) for x in task.config_space.canonicalize(xs[:32])})
 
 
 def test_itervar_scores_invalid_programs_minus_inf(conv_task):
