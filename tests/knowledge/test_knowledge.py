@@ -1,0 +1,328 @@
+"""Knowledge base (issue 17, item 1): dedup, concurrent and killed writers, target filtering,
+corrupt and versioned shards, MetaSchedule database import, and the ``release knowledge`` CLI.
+
+Real data: committed tuning logs under benchmarks/results/logs/. Only the MetaSchedule import test
+builds a TVM task (to have TVM itself write the JSONDatabase).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import multiprocessing as mp
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from release.cli import main
+from release.knowledge import KnowledgeBase, KnowledgeError, knowledge_dir, read_ms_database, record_identity
+from release.measure.records import Record, load_records
+
+LOGS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "logs"
+XGB = LOGS / "resnet18.conv2d.9.xgb.s1.jsonl"  # 512 distinct records
+RANDOM = LOGS / "resnet18.conv2d.2.random.s0.jsonl"  # 256 records of another workload
+
+
+@pytest.fixture(scope="module")
+def xgb_records() -> list[Record]:
+    recs = load_records(XGB)
+    assert len(recs) == 512
+    return recs
+
+
+def _other_target(rec: Record, mcpu: str) -> Record:
+    d = json.loads(rec.target)
+    d["mcpu"] = mcpu
+    return dataclasses.replace(rec, target=json.dumps(d, sort_keys=True))
+
+
+# ---------------------------------------------------------------- dedup and reading
+def test_dedup_across_two_adds_and_two_writers(tmp_path, xgb_records):
+    kb = KnowledgeBase(tmp_path)
+    assert kb.add_log(XGB) == 512
+    assert kb.add_log(XGB) == 0  # already held: nothing written
+    assert KnowledgeBase(tmp_path).add(xgb_records[:50]) == 0  # a new writer reads what is there first
+    # duplicates that reach disk anyway (two writers that started before either wrote) are dropped on read
+    kb2 = KnowledgeBase(tmp_path)
+    kb2._known = set()  # as if it had read an empty base
+    assert kb2.add(xgb_records[:100]) == 100
+    assert len(kb.shards()) == 2
+    recs = KnowledgeBase(tmp_path).records()
+    assert len(recs) == 512
+    assert [r.trace for r in recs] == [r.trace for r in xgb_records]  # first copy, in order
+    kb3 = KnowledgeBase(tmp_path)
+    kb3.records()
+    assert kb3.stats["duplicates"] == 100 and kb3.stats["lines"] == 612
+
+
+def test_identity_ignores_bool_spelling_and_target_key_order(xgb_records):
+    rec = xgb_records[0]
+    d = json.loads(rec.target)
+    shuffled = dataclasses.replace(rec, target=json.dumps(dict(reversed(list(d.items())))))
+    assert record_identity(shuffled) == record_identity(rec)
+    as_ints = json.loads(json.dumps(rec.trace).replace("true", "1").replace("false", "0"))
+    assert json.dumps(as_ints) != json.dumps(rec.trace)
+    assert record_identity(dataclasses.replace(rec, trace=as_ints)) == record_identity(rec)
+    other = dataclasses.replace(rec, trace=xgb_records[1].trace)
+    assert record_identity(other) != record_identity(rec)
+
+
+def test_records_filters_workload(tmp_path, xgb_records):
+    kb = KnowledgeBase(tmp_path)
+    kb.add_log(XGB)
+    kb.add_log(RANDOM)
+    assert len(kb.records()) == 768
+    assert len(kb.records(workload="resnet18.conv2d.2")) == 256
+    assert len(kb.records(workload=xgb_records[0].task)) == 512
+    assert len(kb.records(workload=xgb_records[0].task.split("/")[1])) == 512
+
+
+def test_summary_rows(tmp_path, xgb_records):
+    kb = KnowledgeBase(tmp_path)
+    kb.add(xgb_records)
+    (row,) = kb.summary()
+    ok = [r for r in xgb_records if r.ok]
+    assert row["records"] == 512 and row["ok"] == len(ok)
+    assert row["best_gflops"] == pytest.approx(max(r.gflops for r in ok))
+    assert row["best_ms"] == pytest.approx(min(r.mean_cost for r in ok) * 1e3)
+    assert row["target"] == "llvm -mcpu=emeraldrapids" and row["tuners"] == ["xgb"]
+
+
+# ---------------------------------------------------------------- targets
+def test_other_target_filtered_with_one_line(tmp_path, xgb_records, caplog):
+    kb = KnowledgeBase(tmp_path)
+    kb.add(xgb_records[:100])
+    kb.add([_other_target(r, "haswell") for r in xgb_records[:30]])  # AVX2 records of the same workload
+    cuda = [dataclasses.replace(r, target=json.dumps({"arch": "sm_90", "kind": "cuda"})) for r in xgb_records[:7]]
+    kb.add(cuda)
+    assert len(kb.records()) == 137
+    target = xgb_records[0].target
+    with caplog.at_level(logging.WARNING, logger="release.knowledge"):
+        caplog.clear()
+        got = kb.records(target_kind=target)
+    assert len(got) == 100 and all(r.target == target for r in got)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, lines
+    assert "left out 37 record(s) of other targets" in lines[0]
+    assert "30 on llvm -mcpu=haswell" in lines[0] and "7 on cuda -arch=sm_90" in lines[0]
+    caplog.clear()
+    assert len(kb.records(target_kind="cuda")) == 7
+    assert "left out 130" in caplog.records[-1].getMessage()
+
+
+# ---------------------------------------------------------------- concurrency and crashes
+def _writer(path, recs, one_by_one, counter=None):
+    kb = KnowledgeBase(path)
+    for i in range(len(recs)) if one_by_one else [None]:
+        kb.add([recs[i]] if one_by_one else recs)
+        if counter is not None:
+            with counter.get_lock():
+                counter.value = i + 1
+
+
+def test_two_concurrent_writer_processes_lose_nothing(tmp_path, xgb_records):
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), xgb_records[k * 200:(k + 1) * 200], True))
+             for k in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    kb = KnowledgeBase(tmp_path)
+    got = kb.records()
+    assert len(kb.shards()) == 2
+    assert len(got) == 400 and kb.stats["bad_lines"] == 0
+    assert {record_identity(r) for r in got} == {record_identity(r) for r in xgb_records[:400]}
+
+
+def _endless_writer(path, recs, counter):
+    kb = KnowledgeBase(path)
+    kb._known = set()
+    i = 0
+    while True:  # big batches, so a kill often lands inside a write
+        batch = [dataclasses.replace(r, round=i) for r in recs]
+        for j, r in enumerate(batch):
+            r.config = list(r.config) + [i, j]  # distinct records: identity falls back to config without a trace
+            r.trace = None
+        kb.add(batch)
+        i += 1
+        with counter.get_lock():
+            counter.value = i
+
+
+def test_writer_killed_mid_write_loses_nothing_written(tmp_path, xgb_records, caplog):
+    ctx = mp.get_context("fork")
+    counter = ctx.Value("i", 0)
+    p = ctx.Process(target=_endless_writer, args=(str(tmp_path), xgb_records[:64], counter))
+    p.start()
+    deadline = time.time() + 60
+    while counter.value < 3 and time.time() < deadline:
+        time.sleep(0.01)
+    done = counter.value
+    os.kill(p.pid, signal.SIGKILL)
+    p.join(10)
+    assert done >= 3 and p.exitcode == -signal.SIGKILL
+    kb = KnowledgeBase(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="release.knowledge"):
+        got = kb.records()
+    # every batch whose add() returned is there, whole, in order; at most one cut line after it
+    assert len(got) >= done * 64
+    assert [(r.round, r.config[-1]) for r in got] == [(i // 64, i % 64) for i in range(len(got))]
+    assert kb.stats["bad_lines"] <= 1
+    assert len([r for r in caplog.records if "unreadable" in r.getMessage()]) == kb.stats["bad_lines"]
+    # a cut last line (what a kill inside os.write leaves) is skipped with one warning; the next
+    # writer opens its own shard, so nothing is ever appended after the cut
+    shard = kb.shards()[0]
+    with open(shard, "ab") as f:
+        f.write(b'{"task":"resnet18.conv2d.9/abc","name":"cut-he')
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="release.knowledge"):
+        assert len(kb.records()) == len(got)
+    assert kb.stats["bad_lines"] >= 1
+    assert len(caplog.records) == 1 and "skipped" in caplog.records[0].getMessage()
+    kb2 = KnowledgeBase(tmp_path)
+    assert kb2.add(xgb_records[:5]) == 5
+    assert kb2.shard != shard and len(kb2.records()) == len(got) + 5
+
+
+# ---------------------------------------------------------------- corrupt and versioned shards
+def test_corrupt_shard_and_line_skipped_with_warning(tmp_path, xgb_records, caplog):
+    kb = KnowledgeBase(tmp_path)
+    kb.add(xgb_records[:20])
+    (tmp_path / "0-garbage.jsonl").write_bytes(b"\x00\x81\xfe not json at all\n\x02\x03\n")
+    with open(kb.shard, "a") as f:
+        f.write("{this line is broken\n")
+    kb.add(xgb_records[20:30])  # written after the broken line, on a whole line
+    with caplog.at_level(logging.WARNING, logger="release.knowledge"):
+        got = KnowledgeBase(tmp_path).records()
+    assert len(got) == 30
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 2
+    assert any("0-garbage.jsonl: not a knowledge shard" in m for m in msgs)
+    assert any("skipped 1 unreadable line(s)" in m for m in msgs)
+
+
+@pytest.mark.parametrize("version,advice", [(0, "move the folder aside"), (99, "upgrade release-tvm")])
+def test_unreadable_format_version_refused_with_one_line(tmp_path, xgb_records, capsys, version, advice):
+    KnowledgeBase(tmp_path).add(xgb_records[:3])
+    (tmp_path / "old.jsonl").write_text(json.dumps({"release_knowledge": version}) + "\n" + xgb_records[5].to_json()
+                                        + "\n")
+    with pytest.raises(KnowledgeError, match=f"format version {version}, this release reads 1..1") as exc:
+        KnowledgeBase(tmp_path).records()
+    assert advice in str(exc.value) and "\n" not in str(exc.value)
+    assert main(["knowledge", "--dir", str(tmp_path), "show"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("release: error: knowledge base") and "old.jsonl" in err
+
+
+def test_knowledge_dir_precedence(tmp_path, monkeypatch):
+    monkeypatch.delenv("RELEASE_KNOWLEDGE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert knowledge_dir() == str(tmp_path / "cache" / "release-tvm" / "knowledge")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert knowledge_dir() == str(tmp_path / "home" / ".cache" / "release-tvm" / "knowledge")
+    monkeypatch.setenv("RELEASE_KNOWLEDGE", str(tmp_path / "env"))
+    assert knowledge_dir() == str(tmp_path / "env")
+    assert knowledge_dir(tmp_path / "explicit") == str(tmp_path / "explicit")
+    monkeypatch.setenv("RELEASE_KNOWLEDGE", "off")
+    assert knowledge_dir() is None
+    with pytest.raises(KnowledgeError, match="knowledge is disabled"):
+        KnowledgeBase()
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(KnowledgeError, match="is a file, not a folder"):
+        KnowledgeBase(tmp_path / "afile")
+
+
+# ---------------------------------------------------------------- MetaSchedule databases
+def test_metaschedule_database_dedups_with_its_log(tmp_path, caplog):
+    """TVM writes a JSONDatabase of the same records as a log: importing both keeps one copy each."""
+    from tvm.s_tir.meta_schedule.database import JSONDatabase
+
+    from release.measure.records import add_to_database
+    from release.task import create_task
+
+    src = load_records(RANDOM)[:20]
+    task = create_task("resnet18.conv2d.2", target=json.loads(src[0].target))
+    recs = [dataclasses.replace(r, task=task.key) for r in src]  # as a log written by this task today
+    log = tmp_path / "tune.jsonl"
+    log.write_text("".join(r.to_json() + "\n" for r in recs))
+    work = tmp_path / "msdb"
+    work.mkdir()
+    assert add_to_database(JSONDatabase(work_dir=str(work)), recs, task) == 20
+
+    ms = read_ms_database(work)
+    assert len(ms) == 20
+    assert [m.task.split("/")[1] for m in ms] == [task.key.split("/")[1]] * 20  # same workload digest
+    assert [m.costs for m in ms] == [r.costs for r in recs]
+    kb = KnowledgeBase(tmp_path / "kb")
+    assert kb.add_log(work) == 20
+    assert kb.add_log(log) == 0  # the log's records are the database's
+    kb2 = KnowledgeBase(tmp_path / "kb2")
+    assert kb2.add_log(log) == 20 and kb2.add_log(work) == 0
+    # duplicates on disk (written by writers that did not see each other) collapse on read too
+    kb3 = KnowledgeBase(tmp_path / "kb")
+    kb3._known = set()
+    kb3.add(recs)
+    got = KnowledgeBase(tmp_path / "kb").records()
+    assert len(got) == 20
+    assert all(r.name == "resnet18.conv2d.2" and r.flop == recs[0].flop for r in got)  # filled from the log
+    assert max(r.gflops for r in got) == pytest.approx(max(r.gflops for r in recs))
+
+
+def test_ms_database_failed_run_and_bad_folder(tmp_path):
+    work = tmp_path / "ms"
+    work.mkdir()
+    (work / "database_workload.json").write_text('["123","AAAA"]\n')
+    target = {"keys": ["cpu"], "kind": "llvm", "mcpu": "emeraldrapids", "num-cores": 2, "tag": ""}
+    (work / "database_tuning_record.json").write_text(
+        json.dumps([0, [[[], []], [1e10], target, []]]) + "\n" + json.dumps([0, [[[["X", [], [], []]], []], [0.5],
+                                                                                 target, []]]) + "\nnot json\n")
+    recs = read_ms_database(work)
+    assert [r.ok for r in recs] == [False, True] and recs[0].error_kind == "run_error"
+    assert recs[1].target == json.dumps({"kind": "llvm", "mcpu": "emeraldrapids", "num-cores": 2}, sort_keys=True)
+    with pytest.raises(KnowledgeError, match="not a MetaSchedule database"):
+        read_ms_database(tmp_path)
+
+
+# ---------------------------------------------------------------- CLI
+def test_cli_add_and_show(tmp_path, capsys, xgb_records):
+    kdir = str(tmp_path / "kb")
+    assert main(["knowledge", "add", str(XGB), str(RANDOM), "--dir", kdir]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{XGB}: 512 new of 512 record(s)"
+    assert out[1] == f"{RANDOM}: 256 new of 256 record(s)"
+    assert out[2].startswith(f"knowledge base {kdir}: added 768 record(s) to ")
+    assert main(["knowledge", "--dir", kdir, "add", str(XGB)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"{XGB}: 0 new of 512 record(s)"
+
+    assert main(["knowledge", "--dir", kdir, "show"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (f"knowledge base {kdir}: 768 records in 1 shard(s) (0 duplicates dropped, "
+                      "0 unreadable lines skipped)")
+    assert out[1].split() == ["target", "workload", "records", "ok", "best", "ms", "best", "GFLOPS", "tuners"]
+    row = out[3].split()
+    assert row[:5] == ["llvm", "-mcpu=emeraldrapids", "resnet18.conv2d.9", "512", "512"]
+    best = max(r.gflops for r in xgb_records)
+    assert float(row[6]) == pytest.approx(best, abs=0.006) and row[7] == "xgb"
+    assert out[2].split()[2] == "resnet18.conv2d.2"
+
+    assert main(["knowledge", "show", "--dir", str(tmp_path / "empty")]) == 0
+    assert "holds no records" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bad", ["missing.jsonl", "notalog.txt", "folder"])
+def test_cli_bad_input_one_line_exit_2_nothing_added(tmp_path, capsys, bad):
+    (tmp_path / "notalog.txt").write_text("tuner = xgb\ntrials = 64\n")
+    (tmp_path / "folder").mkdir()
+    kdir = tmp_path / "kb"
+    assert main(["knowledge", "add", str(RANDOM), str(tmp_path / bad), "--dir", str(kdir)]) == 2
+    cap = capsys.readouterr()
+    assert cap.err.count("\n") == 1 and cap.err.startswith("release: error: ") and bad in cap.err
+    assert "MetaSchedule database" in cap.err
+    assert not kdir.exists()  # every input is read before anything is added
