@@ -270,11 +270,22 @@ def cmd_tune_model(args) -> int:
     option = make_measure_option(args)
     option["runner"].check_device(target)
     t0 = time.time()
+    print(f"model    importing {args.model} and extracting its tasks (building each knob space)...", flush=True)
     model = M.load_model(args.model)
     tasks = M.extract_tasks(model, target)
-    print(f"model    {model.name}: {len(tasks)} tunable tasks, "
-          f"{sum(t.flop * t.weight for t in tasks) / 1e9:.2f} GFLOP per inference ({time.time() - t0:.1f} s to extract)")
+    total = sum(t.flop * t.weight for t in tasks) or 1.0
+    print(f"model    {model.name}: {len(tasks)} tunable tasks, {total / 1e9:.2f} GFLOP per inference "
+          f"({time.time() - t0:.1f} s to extract); weights "
+          + ("pre-packed (layout-free)" if any(t.layout_free for t in tasks) else "as written"))
     log = args.log or os.path.join("runs", f"{os.path.basename(args.model)}.{args.tuner}.jsonl")
+    print(f"log      {log}" + (" (resuming)" if os.path.exists(log) and os.path.getsize(log) else ""))
+    chunk = M.default_chunk(option["builder"].n_parallel)
+    covered = min(len(tasks), args.n_trial // chunk)
+    if covered < len(tasks):  # tasks come heaviest first: the lightest ones get nothing
+        left = tasks[covered:]
+        print(f"budget   {args.n_trial} trials cover one round ({chunk} trials) of {covered} of {len(tasks)} tasks; "
+              f"{len(left)} tasks ({100 * sum(t.flop * t.weight for t in left) / total:.0f}% of the FLOPs) get no "
+              f"trial and keep TVM's default schedule; --n-trial {chunk * len(tasks)} covers every task once")
     kwargs = {"plan_size": args.plan_size} if args.plan_size is not None else {}
     if args.ray:
         from .distributed.ray_tune import measure_args_from_cli, tune_model_ray
@@ -287,11 +298,19 @@ def cmd_tune_model(args) -> int:
         res = M.tune_model(tasks, args.n_trial, log, tuner=args.tuner, scheduler=args.scheduler,
                            measure_option=option, seed=args.seed, progress=not args.no_progress, tuner_kwargs=kwargs)
         option["builder"].close()
-    print(f"{'task':<48} {'weight':>6} {'trials':>6} {'best ms':>9} {'GFLOPS':>8}")
-    for row in res.table():
-        print(f"{row['task'][:48]:<48} {row['weight']:>6} {row['trials']:>6} {row['best_ms']:>9.4f} {row['gflops']:>8.2f}")
+    print(f"{'task':<48} {'weight':>6} {'FLOP %':>6} {'trials':>6} {'best ms':>9} {'GFLOPS':>8}")
+    for row, t in zip(res.table(), tasks):
+        print(f"{row['task'][:48]:<48} {row['weight']:>6} {100 * t.flop * t.weight / total:>6.1f} {row['trials']:>6} "
+              f"{row['best_ms']:>9.4f} {row['gflops']:>8.2f}")
+    untuned = sum(1 for row in res.table() if row["trials"] == 0)
+    if untuned:
+        print(f"budget   {untuned} of {len(tasks)} tasks got no trial (TVM's default schedule); "
+              f"--n-trial {chunk * len(tasks)} or more covers every task once")
+    print("compile  the tuned model (compile_relax with the log's best records)...", flush=True)
     db = apply_history_best(log).database(tasks)
     ex = M.compile_model(model, target, db)
+    lib = os.path.splitext(log)[0] + ".so"
+    ex.export_library(lib)
     tuned = M.evaluate(model, ex, threads=threads)
     print(f"tuned    {tuned['latency_ms']:.3f} ms end to end on {tuned['threads']} threads (ReLeASE {args.tuner}, "
           f"{args.n_trial} trials, {res.wall_s:.0f} s tuning); output matches the reference "
@@ -310,8 +329,11 @@ def cmd_tune_model(args) -> int:
         print(f"ms       {msr['latency_ms']:.3f} ms on {msr['threads']} threads (MetaSchedule tune_relax, "
               f"{args.n_trial} trials, {ms_wall:.0f} s tuning)")
     if "torch" in compare:
-        print(f"torch    {M.torch_latency_ms(model, threads=threads):.3f} ms on {threads} threads (PyTorch eager, "
-              "same CPU)")
+        ref = M.torch_reference(model, threads=threads)
+        print(f"torch    {ref.describe() if ref else 'n/a (no PyTorch module)'} (PyTorch eager, same CPU)")
+    print(f"deploy   {lib} (weights packed in): import tvm; from tvm import relax; "
+          f"vm = relax.VirtualMachine(tvm.runtime.load_module({lib!r}), tvm.cpu()); out = vm['main'](*inputs)")
+    print(f"         run with TVM_NUM_THREADS={threads}; the log {log} resumes with the same command")
     return 0
 
 

@@ -288,3 +288,28 @@ def test_tune_blocked_layout_and_the_printed_usage_runs(tmp_path):
     code = "import tvm\n" + "\n".join(x.strip().replace("; ", "\n") for x in use) + "\nprint(type(lib).__name__)"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, code + run.stderr
+
+
+def test_tune_model_says_what_the_budget_leaves_untuned_and_how_to_deploy(tmp_path):
+    """Issue 16 item 3: a budget short of one round per task is named with the budget that covers
+    every task; the per-task table shows each task's FLOP share; the exported library loads and runs
+    as the printed deploy line says."""
+    log = tmp_path / "m.jsonl"
+    p = release("tune-model", "--model", "tiny-cnn", "--tuner", "random", "--n-trial", "8", "--compare", "",
+                "--log", str(log), *FAST)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout
+    assert "FLOP %" in out and "resuming" not in out
+    n_tasks = int(out.split("tunable tasks")[0].split()[-1])
+    assert n_tasks >= 2
+    assert f"of {n_tasks} tasks;" in out and "get no trial" in out
+    assert f"--n-trial {8 * n_tasks} covers every task once" in out
+    lib = str(log).replace(".jsonl", ".so")
+    assert f"deploy   {lib}" in out
+    code = ("import numpy as np, tvm\nfrom tvm import relax\nfrom release import model as M\n"
+            "m = M.load_model('tiny-cnn')\ninputs = [tvm.runtime.tensor(x) for x in m.inputs]\n"
+            f"vm = relax.VirtualMachine(tvm.runtime.load_module({lib!r}), tvm.cpu()); out = vm['main'](*inputs)\n"
+            "got = out.numpy() if hasattr(out, 'numpy') else out[0].numpy()\n"
+            "assert np.allclose(got, m.reference()[0], rtol=1e-3, atol=1e-3)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
