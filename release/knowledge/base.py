@@ -36,6 +36,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -94,15 +95,15 @@ def knowledge_dir(path: str | os.PathLike | None = None) -> str | None:
     return os.path.join(cache, "release-tvm", "knowledge")
 
 
-def _canon(x):
-    """Trace JSON in one spelling: MetaSchedule's JSON writer stores booleans as 0/1."""
-    if isinstance(x, bool):
-        return int(x)
-    if isinstance(x, list):
-        return [_canon(i) for i in x]
-    if isinstance(x, dict):
-        return {str(k): _canon(v) for k, v in x.items()}
-    return x
+_JSON_STRING = re.compile(r'("(?:[^"\\]|\\.)*")')
+
+
+def _canon_text(x) -> str:
+    """Compact JSON of a trace in one spelling: booleans as 0/1, as MetaSchedule's JSON writer
+    stores them (``true``/``false`` outside JSON strings are the literals; strings are untouched)."""
+    parts = _JSON_STRING.split(json.dumps(x, separators=(",", ":"), sort_keys=True))
+    parts[::2] = [p.replace("true", "1").replace("false", "0") for p in parts[::2]]
+    return "".join(parts)
 
 
 def _target_json(target) -> str:
@@ -190,9 +191,8 @@ def workload_digest(key: str) -> str:
 
 def record_identity(rec: Record) -> bytes:
     """The dedup key of a record: sha1 of (workload digest, target, trace); config when no trace."""
-    body = _canon(rec.trace) if rec.trace is not None else ["config", rec.config]
-    text = json.dumps([workload_digest(rec.task), _canon_target_text(rec.target), body], sort_keys=True,
-                      separators=(",", ":"))
+    body = _canon_text(rec.trace) if rec.trace is not None else "config:" + json.dumps(rec.config)
+    text = "\x1f".join((workload_digest(rec.task), _canon_target_text(rec.target), body))
     return hashlib.sha1(text.encode()).digest()
 
 
