@@ -4,7 +4,8 @@ Layout and guarantees
 ---------------------
 The knowledge base is a folder of *shards*, JSON-lines files named ``<host>-<pid>-<uuid>.jsonl``.
 Each :class:`KnowledgeBase` object that writes opens its own shard (created with ``O_EXCL``, so no
-two writers ever share a file) and only ever appends to it. Its first line is a header
+two writers ever share a file; a process forked from a writer opens its own on its first write)
+and only ever appends to it. Its first line is a header
 ``{"release_knowledge": VERSION, ...}``; every other line is one :class:`release.measure.Record`
 (the same JSON as a tuning log). Nothing is ever pickled or unpickled.
 
@@ -330,6 +331,7 @@ class KnowledgeBase:
         self.path = folder
         self._lock = threading.Lock()
         self._fd: int | None = None
+        self._pid = os.getpid()
         self._shard: str | None = None
         self._known: set[bytes] | None = None
         self.stats: dict = {}
@@ -389,8 +391,12 @@ class KnowledgeBase:
                 lines.append(rec.to_json() + "\n")
             if not lines:
                 return 0
+            if self._fd is not None and self._pid != os.getpid():  # a forked child: never share the parent's shard
+                os.close(self._fd)  # the child's copy of the descriptor; the parent's stays open
+                self._fd = None
             if self._fd is None:
                 self._fd = self._open_shard()
+                self._pid = os.getpid()
             _write_all(self._fd, "".join(lines).encode())
             os.fsync(self._fd)
             return len(lines)
@@ -514,13 +520,17 @@ class KnowledgeBase:
         out: list[Record] = []
         names: dict[str, tuple[str, float]] = {}
         others: Counter = Counter()
+        pending: set[int] = set()
         dups = 0
         for rec in self._iter_records():
             digest = workload_digest(rec.task)
             if rec.tuner != "ms-database" and digest not in names:
                 names[digest] = (rec.name, rec.flop)
+            maybe = False  # a MetaSchedule record's name is known only once a release record of it is read
             if wkey is not None and wkey not in (rec.task, digest, rec.name):
-                continue
+                if rec.tuner != "ms-database":
+                    continue
+                maybe = True
             if match is not None and not match(rec.target):
                 others[target_class(rec.target)] += 1
                 continue
@@ -530,12 +540,16 @@ class KnowledgeBase:
                 continue
             seen.add(ident)
             out.append(rec)
+            if maybe:
+                pending.add(id(rec))
         for rec in out:
             if rec.tuner == "ms-database":
                 got = names.get(workload_digest(rec.task))
                 if got is not None:
                     rec.name, rec.flop = got[0], got[1]
                     rec.task = f"{got[0]}/{workload_digest(rec.task)}"
+        if pending:
+            out = [r for r in out if id(r) not in pending or r.name == wkey]
         self.stats["duplicates"] = dups
         self.stats["other_targets"] = sum(others.values())
         if others:

@@ -326,3 +326,40 @@ def test_cli_bad_input_one_line_exit_2_nothing_added(tmp_path, capsys, bad):
     assert cap.err.count("\n") == 1 and cap.err.startswith("release: error: ") and bad in cap.err
     assert "MetaSchedule database" in cap.err
     assert not kdir.exists()  # every input is read before anything is added
+
+
+def _add_in_child(kb, recs):
+    kb.add(recs)
+
+
+def test_forked_child_of_a_writer_writes_its_own_shard(tmp_path, xgb_records):
+    """A process forked from a writer (multiprocessing, Ray) never appends to the parent's shard."""
+    kb = KnowledgeBase(tmp_path)
+    kb.add(xgb_records[:10])
+    p = mp.get_context("fork").Process(target=_add_in_child, args=(kb, xgb_records[10:20]))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0
+    kb.add(xgb_records[20:30])  # the parent keeps its own shard
+    shards = kb.shards()
+    assert len(shards) == 2 and kb.shard in shards
+    lines = {s: sum(1 for _ in open(s)) - 1 for s in shards}
+    assert lines[kb.shard] == 20 and sum(lines.values()) == 30
+    assert len(KnowledgeBase(tmp_path).records()) == 30
+
+
+def test_workload_name_finds_metaschedule_records_of_it(tmp_path, xgb_records):
+    """A record imported from a MetaSchedule database has no name of its own; asking by task name
+    finds it once a release record of the same workload is held (in either order)."""
+    rec = xgb_records[0]
+    digest = rec.task.split("/")[1]
+    ms = [dataclasses.replace(r, task=f"task-{digest[:8]}/{digest}", name=f"task-{digest[:8]}", tuner="ms-database",
+                              config=[], flop=0.0) for r in xgb_records[100:110]]
+    kb = KnowledgeBase(tmp_path)
+    kb.add(ms)
+    kb.add(xgb_records[:5])
+    kb.add(load_records(RANDOM)[:3])
+    got = kb.records(workload="resnet18.conv2d.9")
+    assert len(got) == 15 and {r.name for r in got} == {"resnet18.conv2d.9"}
+    assert all(r.flop == rec.flop for r in got)
+    assert len(kb.records(workload="resnet18.conv2d.2")) == 3
