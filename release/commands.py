@@ -196,6 +196,12 @@ def cmd_tune(args) -> int:
     print(f"space    {len(space.spaces)} design spaces, {space.n_knobs} knobs, {space.size:.3g} configs")
     print(f"tuner    {args.tuner}, {args.n_trial} trials, seed {args.seed}, log {log}"
           + (f" (resuming {len(previous)} records)" if previous else ""))
+    from .tuners.model_based import ModelBasedTuner
+
+    if isinstance(tuner, ModelBasedTuner) and args.n_trial <= tuner.plan_size:
+        print(f"note     {args.tuner} measures {tuner.plan_size} random configs before its cost model guides a trial "
+              f"(AutoTVM's warm-up): with --n-trial {args.n_trial} this run is random search; raise --n-trial "
+              f"above {tuner.plan_size} or lower --plan-size")
     callbacks = [log_to_file(log)]
     if args.database:
         callbacks.append(log_to_database(args.database))

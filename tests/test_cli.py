@@ -313,3 +313,12 @@ def test_tune_model_says_what_the_budget_leaves_untuned_and_how_to_deploy(tmp_pa
             "assert np.allclose(got, m.reference()[0], rtol=1e-3, atol=1e-3)\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_a_budget_within_the_random_warm_up_is_said(tmp_path):
+    """Issue 19 item 15: with --n-trial <= plan_size a model-based tuner is random search; say so."""
+    p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--n-trial", "4", "--log",
+                str(tmp_path / "x.jsonl"), "--no-check", *FAST)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "note     xgb measures 64 random configs before its cost model guides a trial" in p.stdout
+    assert "--n-trial 4 this run is random search" in p.stdout
