@@ -4,8 +4,8 @@ See :mod:`release.knowledge.base` for the on-disk layout (append-only JSON-lines
 writer process, never pickled) and its guarantees. ``release knowledge show | add`` is the CLI.
 """
 
-from .base import (KNOWLEDGE_VERSION, KnowledgeBase, KnowledgeError, knowledge_dir, read_input, read_ms_database,
-                   record_identity, target_class)
+from .base import (KNOWLEDGE_VERSION, KnowledgeBase, KnowledgeError, check_input, knowledge_dir, read_input,
+                   read_ms_database, record_identity, target_class)
 
-__all__ = ["KNOWLEDGE_VERSION", "KnowledgeBase", "KnowledgeError", "knowledge_dir", "read_input", "read_ms_database",
-           "record_identity", "target_class"]
+__all__ = ["KNOWLEDGE_VERSION", "KnowledgeBase", "KnowledgeError", "check_input", "knowledge_dir", "read_input",
+           "read_ms_database", "record_identity", "target_class"]

@@ -298,6 +298,33 @@ def read_input(path: str | os.PathLike) -> list[Record]:
     return recs
 
 
+def check_input(path: str | os.PathLike) -> None:
+    """Cheap check that ``path`` can be imported, before anything is: it exists, and is a folder
+    holding MetaSchedule's two files or a file with a line that starts as a release record does
+    (a valid log passes on its first line; any other file is read once, as text).
+
+    Raises
+    ------
+    KnowledgeError
+        Otherwise, in one line naming the path and what to give instead.
+    """
+    path = os.fspath(path)
+    what = "give a release tuning log (.jsonl) or a MetaSchedule database folder"
+    if not os.path.exists(path):
+        raise KnowledgeError(f"{path} does not exist; {what}")
+    if os.path.isdir(path):
+        if not all(os.path.isfile(os.path.join(path, n)) for n in (MS_WORKLOAD_FILE, MS_RECORD_FILE)):
+            raise KnowledgeError(f"{path} is a folder but not a MetaSchedule database (it needs {MS_WORKLOAD_FILE} "
+                                 f"and {MS_RECORD_FILE}); {what}")
+        return
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.lstrip().startswith('{"task":'):
+                return
+    if os.path.getsize(path) > 0:
+        raise KnowledgeError(f"{path} is not a tuning log (none of its lines is a record); {what}")
+
+
 class KnowledgeBase:
     """A folder of tuning records shared by every task, model and run on this machine.
 
@@ -514,13 +541,32 @@ class KnowledgeBase:
         KnowledgeError
             A shard written in a format version this release cannot read.
         """
-        match = _target_matcher(target_kind)
         wkey = getattr(workload, "key", workload)
-        seen: set[bytes] = set()
-        out: list[Record] = []
         names: dict[str, tuple[str, float]] = {}
-        others: Counter = Counter()
+        out: list[Record] = []
         pending: set[int] = set()
+        for rec, maybe in self._scan(target_kind, wkey, names):
+            out.append(rec)
+            if maybe:
+                pending.add(id(rec))
+        for rec in out:
+            if rec.tuner == "ms-database":
+                got = names.get(workload_digest(rec.task))
+                if got is not None:
+                    rec.name, rec.flop = got[0], got[1]
+                    rec.task = f"{got[0]}/{workload_digest(rec.task)}"
+        if pending:
+            out = [r for r in out if id(r) not in pending or r.name == wkey]
+        return out
+
+    def _scan(self, target_kind, wkey, names: dict):
+        """Yield ``(record, maybe)`` for the first copy of each record of ``target_kind`` and
+        workload ``wkey`` in one pass; ``maybe``: a MetaSchedule record kept in case ``wkey`` is
+        its name. Fills ``names`` (digest -> (name, flop) of the first release record) and
+        ``self.stats``; logs the other-target line when the pass ends."""
+        match = _target_matcher(target_kind)
+        seen: set[bytes] = set()
+        others: Counter = Counter()
         dups = 0
         for rec in self._iter_records():
             digest = workload_digest(rec.task)
@@ -539,24 +585,13 @@ class KnowledgeBase:
                 dups += 1
                 continue
             seen.add(ident)
-            out.append(rec)
-            if maybe:
-                pending.add(id(rec))
-        for rec in out:
-            if rec.tuner == "ms-database":
-                got = names.get(workload_digest(rec.task))
-                if got is not None:
-                    rec.name, rec.flop = got[0], got[1]
-                    rec.task = f"{got[0]}/{workload_digest(rec.task)}"
-        if pending:
-            out = [r for r in out if id(r) not in pending or r.name == wkey]
+            yield rec, maybe
         self.stats["duplicates"] = dups
         self.stats["other_targets"] = sum(others.values())
         if others:
             shown = ", ".join(f"{n} on {k}" for k, n in others.most_common(3)) + (" ..." if len(others) > 3 else "")
             logger.warning("knowledge: left out %d record(s) of other targets (%s); using only %s",
                            sum(others.values()), shown, match.label)
-        return out
 
     def summary(self, target_kind=None) -> list[dict]:
         """Per target class and workload: records, successful ones, best time and GFLOPS.
@@ -571,25 +606,31 @@ class KnowledgeBase:
         """
         rows: dict[tuple[str, str], dict] = {}
         tuners: dict[tuple[str, str], set] = defaultdict(set)
-        for rec in self.records(target_kind=target_kind):
+        names: dict[str, tuple[str, float]] = {}
+        for rec, _ in self._scan(target_kind, None, names):  # streamed: memory holds one record at a time
             tc = target_class(rec.target)
             k = (tc, workload_digest(rec.task))
             row = rows.get(k)
             if row is None:
                 row = rows[k] = {"target": tc, "workload": rec.task, "name": rec.name, "records": 0, "ok": 0,
-                                 "best_ms": None, "best_gflops": None}
+                                 "best_ms": None, "best_gflops": None, "flop": 0.0}
             row["records"] += 1
+            row["flop"] = max(row["flop"], rec.flop)
             tuners[k].add(rec.tuner or "?")
             if rec.ok:
                 row["ok"] += 1
                 ms = rec.mean_cost * 1e3
                 if row["best_ms"] is None or ms < row["best_ms"]:
                     row["best_ms"] = ms
-                g = rec.gflops
-                if rec.flop > 0 and (row["best_gflops"] is None or g > row["best_gflops"]):
-                    row["best_gflops"] = g
-        for k, row in rows.items():
-            row["tuners"] = sorted(tuners[k])
+        for (tc, digest), row in rows.items():
+            row["tuners"] = sorted(tuners[(tc, digest)])
+            known = names.get(digest)
+            if known is not None:  # MetaSchedule-only rows learn the name and FLOP count of their workload
+                row["name"], row["workload"] = known[0], f"{known[0]}/{digest}"
+                row["flop"] = row["flop"] or known[1]
+            flop = row.pop("flop")
+            if flop > 0 and row["best_ms"]:
+                row["best_gflops"] = flop / (row["best_ms"] * 1e-3) / 1e9
         return sorted(rows.values(), key=lambda r: (r["target"], r["name"], r["workload"]))
 
 

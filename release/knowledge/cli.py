@@ -17,13 +17,14 @@ def register(subparsers) -> None:
     """Add the ``knowledge`` command group to the top-level CLI."""
     fmt = argparse.ArgumentDefaultsHelpFormatter
     p = subparsers.add_parser("knowledge", help="the tuning knowledge base: show what it holds, import logs")
-    p.add_argument("--dir", dest="kdir", default=None,
+    p.add_argument("--dir", dest="kdir", default=None, metavar="DIR",
                    help="knowledge base folder (default: $RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge)")
     p.set_defaults(func=lambda args: p.print_help() or 0)
     sub = p.add_subparsers(dest="knowledge_command", metavar="KNOWLEDGE_COMMAND")
 
-    s = sub.add_parser("show", help="records per target and workload, successful ones, best GFLOPS", formatter_class=fmt)
-    s.add_argument("--dir", dest="kdir", default=argparse.SUPPRESS, help="knowledge base folder")
+    s = sub.add_parser("show", help="records per target and workload, successful ones, best GFLOPS",
+                       formatter_class=fmt)
+    s.add_argument("--dir", dest="kdir", default=argparse.SUPPRESS, metavar="DIR", help="knowledge base folder")
     s.add_argument("--target", default=None,
                    help="only this target kind (llvm, cuda) or target JSON; records of others are counted")
     s.set_defaults(func=cmd_show)
@@ -32,7 +33,7 @@ def register(subparsers) -> None:
     a.add_argument("logs", nargs="+", metavar="LOG",
                    help="a release JSON-lines log, or a folder with database_workload.json and "
                         "database_tuning_record.json")
-    a.add_argument("--dir", dest="kdir", default=argparse.SUPPRESS, help="knowledge base folder")
+    a.add_argument("--dir", dest="kdir", default=argparse.SUPPRESS, metavar="DIR", help="knowledge base folder")
     a.set_defaults(func=cmd_add)
 
 
@@ -70,15 +71,18 @@ def cmd_show(args) -> int:
 
 
 def cmd_add(args) -> int:
-    from .base import read_input
+    from .base import check_input, read_input
 
-    inputs = [(path, read_input(path)) for path in args.logs]  # every input read before anything is added
+    for path in args.logs:  # every input checked before anything is added
+        check_input(path)
     kb = _open(args)
     total = 0
-    for path, recs in inputs:
+    for path in args.logs:  # one input in memory at a time
+        recs = read_input(path)
         n = kb.add(recs)
         total += n
-        print(f"{path}: {n} new of {len(recs)} record(s)")
+        print(f"{path}: {n} new of {len(recs)} record(s)", flush=True)
     kb.close()
-    print(f"knowledge base {kb.path}: added {total} record(s)" + (f" to {os.path.basename(kb.shard)}" if kb.shard else ""))
+    print(f"knowledge base {kb.path}: added {total} record(s)"
+          + (f" to {os.path.basename(kb.shard)}" if kb.shard else ""))
     return 0

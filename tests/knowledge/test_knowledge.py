@@ -363,3 +363,19 @@ def test_workload_name_finds_metaschedule_records_of_it(tmp_path, xgb_records):
     assert len(got) == 15 and {r.name for r in got} == {"resnet18.conv2d.9"}
     assert all(r.flop == rec.flop for r in got)
     assert len(kb.records(workload="resnet18.conv2d.2")) == 3
+    rows = {r["name"]: r for r in kb.summary()}
+    assert set(rows) == {"resnet18.conv2d.9", "resnet18.conv2d.2"}
+    row = rows["resnet18.conv2d.9"]
+    assert row["records"] == 15 and row["tuners"] == ["ms-database", "xgb"]
+    assert row["best_gflops"] == pytest.approx(max(r.gflops for r in got))
+
+
+def test_summary_of_metaschedule_records_alone_has_no_gflops(tmp_path, xgb_records):
+    digest = xgb_records[0].task.split("/")[1]
+    ms = [dataclasses.replace(r, task=f"task-{digest[:8]}/{digest}", name=f"task-{digest[:8]}", tuner="ms-database",
+                              flop=0.0) for r in xgb_records[:4]]
+    kb = KnowledgeBase(tmp_path)
+    kb.add(ms)
+    (row,) = kb.summary()
+    assert row["name"] == f"task-{digest[:8]}" and row["best_gflops"] is None
+    assert row["best_ms"] == pytest.approx(min(r.mean_cost for r in ms) * 1e3)
