@@ -71,7 +71,8 @@ def rpc_run_evaluator(threads, session, rt_mod, device, evaluator_config, repeat
     unaffected), then runs MetaSchedule's default evaluator."""
     from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
 
-    if device.device_type == 1:  # kDLCPU
+    # kDLCPU; a device of an RPC session carries 128 x (session index + 1) on top of its type
+    if int(device.dlpack_device_type()) % 128 == 1:
         try:
             session.get_function("runtime.config_threadpool")(0, int(threads))
         except Exception:  # noqa: BLE001 - an old remote runtime without it keeps its own count
