@@ -379,3 +379,39 @@ def test_summary_of_metaschedule_records_alone_has_no_gflops(tmp_path, xgb_recor
     (row,) = kb.summary()
     assert row["name"] == f"task-{digest[:8]}" and row["best_gflops"] is None
     assert row["best_ms"] == pytest.approx(min(r.mean_cost for r in ms) * 1e3)
+
+
+def test_threads_of_one_writer_share_its_shard_and_lose_nothing(tmp_path, xgb_records):
+    import threading
+
+    kb = KnowledgeBase(tmp_path)
+    threads = [threading.Thread(target=lambda k=k: [kb.add([r]) for r in xgb_records[k * 50:(k + 1) * 50]])
+               for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(kb.shards()) == 1
+    got = KnowledgeBase(tmp_path).records()
+    assert len(got) == 200 and {record_identity(r) for r in got} == {record_identity(r) for r in xgb_records[:200]}
+
+
+def test_add_refuses_a_base_it_cannot_read(tmp_path, xgb_records):
+    (tmp_path / "a.jsonl").write_text(json.dumps({"release_knowledge": 0}) + "\n")
+    with pytest.raises(KnowledgeError, match="format version 0"):
+        KnowledgeBase(tmp_path).add(xgb_records[:2])
+    assert [p.name for p in tmp_path.iterdir()] == ["a.jsonl"]  # nothing written beside it
+
+
+def test_cli_show_target_filter(tmp_path, capsys, xgb_records):
+    kb = KnowledgeBase(tmp_path)
+    kb.add(xgb_records[:10])
+    kb.add([_other_target(r, "haswell") for r in xgb_records[:4]])
+    assert main(["knowledge", "show", "--dir", str(tmp_path), "--target", "llvm"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"knowledge base {tmp_path}: 14 records") and len(out) == 4
+    assert main(["knowledge", "show", "--dir", str(tmp_path), "--target", xgb_records[0].target]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.splitlines()[0].endswith("4 of other targets left out)") and len(cap.out.splitlines()) == 3
+    assert main(["knowledge", "show", "--dir", str(tmp_path), "--target", "cuda"]) == 0
+    assert "holds no records for cuda" in capsys.readouterr().out
