@@ -272,8 +272,23 @@ def read_ms_database(work_dir: str | os.PathLike) -> list[Record]:
     return out
 
 
+def _is_shard(path: str) -> bool:
+    """True when ``path`` is a file whose first line is a knowledge shard header."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return _header_version(f.readline(65536)) is not None
+    except OSError:
+        return False
+
+
+def _is_knowledge_folder(path: str) -> bool:
+    """True when ``path`` is a folder holding at least one knowledge shard."""
+    return any(n.endswith(".jsonl") and _is_shard(os.path.join(path, n)) for n in sorted(os.listdir(path)))
+
+
 def read_input(path: str | os.PathLike) -> list[Record]:
-    """Records of a release JSON-lines log or of a MetaSchedule ``JSONDatabase`` folder.
+    """Records of a release JSON-lines log, a MetaSchedule ``JSONDatabase`` folder, or another
+    knowledge base (its folder or one shard; deduplicated, format version checked).
 
     Raises
     ------
@@ -285,8 +300,14 @@ def read_input(path: str | os.PathLike) -> list[Record]:
     if not os.path.exists(path):
         raise KnowledgeError(f"{path} does not exist; give a release tuning log (.jsonl) or a MetaSchedule "
                              "database folder")
+    if os.path.isdir(path) and _is_knowledge_folder(path):
+        return KnowledgeBase(path).records()  # another machine's or run's knowledge base
     if os.path.isdir(path):
         return read_ms_database(path)
+    if _is_shard(path):
+        kb = KnowledgeBase(os.path.dirname(os.path.abspath(path)))
+        kb._files = [os.path.abspath(path)]
+        return kb.records()
     try:
         recs = load_records(path)
     except RecordError as err:  # its advice names --log; say what `knowledge add` takes
@@ -313,9 +334,12 @@ def check_input(path: str | os.PathLike) -> None:
     if not os.path.exists(path):
         raise KnowledgeError(f"{path} does not exist; {what}")
     if os.path.isdir(path):
-        if not all(os.path.isfile(os.path.join(path, n)) for n in (MS_WORKLOAD_FILE, MS_RECORD_FILE)):
-            raise KnowledgeError(f"{path} is a folder but not a MetaSchedule database (it needs {MS_WORKLOAD_FILE} "
-                                 f"and {MS_RECORD_FILE}); {what}")
+        if not (all(os.path.isfile(os.path.join(path, n)) for n in (MS_WORKLOAD_FILE, MS_RECORD_FILE))
+                or _is_knowledge_folder(path)):
+            raise KnowledgeError(f"{path} is a folder but neither a MetaSchedule database (it needs "
+                                 f"{MS_WORKLOAD_FILE} and {MS_RECORD_FILE}) nor a knowledge base; {what}")
+        return
+    if _is_shard(path):
         return
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -359,6 +383,7 @@ class KnowledgeBase:
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._pid = os.getpid()
+        self._files: list[str] | None = None  # read only these shards (importing one shard)
         self._shard: str | None = None
         self._known: set[bytes] | None = None
         self.stats: dict = {}
@@ -461,6 +486,8 @@ class KnowledgeBase:
     # ------------------------------------------------------------------ reading
     def shards(self) -> list[str]:
         """Paths of the shard files, sorted by name."""
+        if self._files is not None:
+            return list(self._files)
         if not os.path.isdir(self.path):
             return []
         return [os.path.join(self.path, n) for n in sorted(os.listdir(self.path))

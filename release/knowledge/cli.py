@@ -2,9 +2,10 @@
 
 ``release knowledge [--dir DIR] show [--target KIND]`` prints one row per target and workload
 (records, successful ones, best time and GFLOPS). ``release knowledge add LOG... [--dir DIR]``
-imports release JSON-lines logs and MetaSchedule ``JSONDatabase`` folders, skipping records the
-base already holds. Bad input (a missing path, a file that is not a tuning log, a folder that is
-not a MetaSchedule database) is one line on stderr and exit status 2, before anything is added.
+imports release JSON-lines logs, MetaSchedule ``JSONDatabase`` folders and other knowledge bases
+(a folder or one shard), skipping records the base already holds. Bad input (a missing path, a
+file that is not a tuning log, a folder that is neither a MetaSchedule database nor a knowledge
+base) is one line on stderr and exit status 2, before anything is added.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ def register(subparsers) -> None:
                    help="only this target kind (llvm, cuda) or target JSON; records of others are counted")
     s.set_defaults(func=cmd_show)
 
-    a = sub.add_parser("add", help="import release logs and MetaSchedule database folders", formatter_class=fmt)
+    a = sub.add_parser("add", help="import release logs, MetaSchedule databases, other knowledge bases", formatter_class=fmt)
     a.add_argument("logs", nargs="+", metavar="LOG",
-                   help="a release JSON-lines log, or a folder with database_workload.json and "
-                        "database_tuning_record.json")
+                   help="a release JSON-lines log, a folder with database_workload.json and "
+                        "database_tuning_record.json, or another knowledge base (folder or shard)")
     a.add_argument("--dir", dest="kdir", default=argparse.SUPPRESS, metavar="DIR", help="knowledge base folder")
     a.set_defaults(func=cmd_add)
 

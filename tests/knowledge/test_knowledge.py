@@ -415,3 +415,18 @@ def test_cli_show_target_filter(tmp_path, capsys, xgb_records):
     assert cap.out.splitlines()[0].endswith("4 of other targets left out)") and len(cap.out.splitlines()) == 3
     assert main(["knowledge", "show", "--dir", str(tmp_path), "--target", "cuda"]) == 0
     assert "holds no records for cuda" in capsys.readouterr().out
+
+
+def test_add_another_knowledge_base_or_one_shard(tmp_path, capsys, xgb_records):
+    """A knowledge base copied from another machine or run imports whole, deduplicated."""
+    other = KnowledgeBase(tmp_path / "other")
+    other.add(xgb_records[:30])
+    other2 = KnowledgeBase(tmp_path / "other")
+    other2._known = set()
+    other2.add(xgb_records[20:40])  # 10 duplicates on disk
+    mine = tmp_path / "mine"
+    assert main(["knowledge", "add", str(tmp_path / "other"), "--dir", str(mine)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"{tmp_path / 'other'}: 40 new of 40 record(s)"
+    assert main(["knowledge", "add", other.shard, "--dir", str(mine)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"{other.shard}: 0 new of 30 record(s)"
+    assert len(KnowledgeBase(mine).records()) == 40
