@@ -26,17 +26,31 @@ def _modules() -> dict[str, str]:
     return out
 
 
+def _lazy_getattr_nodes(tree) -> set:
+    """Nodes inside a module-level ``def __getattr__`` (PEP 562: runs only when the attribute is
+    asked for, after the module has loaded; how packages re-export lazily)."""
+    out = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+            out.update(id(n) for n in ast.walk(node))
+    return out
+
+
 def import_graph() -> dict[str, set[str]]:
     """Edges ``module -> imported module`` of ``release/``, from every import statement (module
-    level or inside functions: a lazy import is still a dependency), resolved to the most specific
-    module of the package (``from .a import b`` names ``a.b`` when ``b`` is a module). The implicit
-    import of a parent package is not an edge."""
+    level or inside functions: a lazy import is still a dependency; only a package's PEP 562
+    ``__getattr__`` re-export is left out), resolved to the most specific module of the package
+    (``from .a import b`` names ``a.b`` when ``b`` is a module), plus an edge to every package
+    above the imported module (importing ``a.b.c`` runs ``a/b/__init__.py`` first)."""
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
         is_pkg = path.endswith("__init__.py")
         tree = ast.parse(open(path, encoding="utf-8").read(), filename=path)
+        lazy = _lazy_getattr_nodes(tree)
         for node in ast.walk(tree):
+            if id(node) in lazy:
+                continue
             targets = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -52,8 +66,10 @@ def import_graph() -> dict[str, set[str]]:
             for t in targets:
                 while t and t not in mods:
                     t = t.rpartition(".")[0]
-                if t and t != mod:
-                    graph[mod].add(t)
+                while t and t != "release":  # the module, then each package above it
+                    if t != mod and not mod.startswith(t + "."):
+                        graph[mod].add(t)
+                    t = t.rpartition(".")[0]
     return graph
 
 
@@ -94,6 +110,18 @@ def test_the_import_graph_is_read_from_source():
     assert "release.session" in g["release.tuners.tuner"]
     assert "release.measure.measure" in g["release.session"]
     assert "release.rl.ppo" in g["release.optimizers.ppo"]  # "from ..rl.ppo import ..."
+    assert "release.rl" in g["release.optimizers.ppo"]  # ... which runs release/rl/__init__.py first
+
+
+def test_optimizers_import_first_in_a_fresh_process():
+    """The cycle the graph must see: ``release.optimizers.ppo`` imported before ``release.rl``
+    (what ``release tune --tuner release`` does) once failed with a partially initialized module."""
+    import subprocess
+    import sys
+
+    code = "import release.optimizers.ppo as p, release.rl as r; assert r.RLOptimizer is p.RLOptimizer"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
 
 
 def test_release_imports_form_no_cycle():
