@@ -14,6 +14,21 @@ from .errors import ReleaseError, TunerError
 logger = logging.getLogger(__name__)
 
 
+def _add_measure_args(p) -> None:
+    """Where and how kernels are built and timed: the options ``tune`` and ``tune-model`` share
+    (read by :meth:`release.measure.config.MeasureConfig.from_args`)."""
+    p.add_argument("--runner", choices=["local", "rpc"], default="local", help="where kernels run")
+    p.add_argument("--rpc-key", default=None, help="device key at the RPC tracker (needed with --runner rpc)")
+    p.add_argument("--rpc-host", default="127.0.0.1", help="RPC tracker host")
+    p.add_argument("--rpc-port", type=int, default=9190, help="RPC tracker port")
+    p.add_argument("--n-parallel", type=int, default=None, help="build workers (None: one per usable core)")
+    p.add_argument("--number", type=int, default=4, help="runs averaged into one cost")
+    p.add_argument("--repeat", type=int, default=3, help="costs per config")
+    p.add_argument("--min-repeat-ms", type=int, default=50, help="raise number until one cost takes this long")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per run")
+    p.add_argument("--build-timeout", type=float, default=30.0, help="seconds per build")
+
+
 def register(subparsers) -> None:
     """Add ``workloads`` and ``tune`` to the top-level CLI."""
     p = subparsers.add_parser("workloads", help="list registered workloads (name, shape, GFLOP)")
@@ -51,16 +66,7 @@ def register(subparsers) -> None:
     p.add_argument("--warm-start", default=None, metavar="AGENT_PT",
                    help="PPO tuners (release, release+, rl): start the agent from another task's *.agent.pt "
                         "(written beside every tuning log; same operator, as many knobs; None: a fresh agent)")
-    p.add_argument("--runner", choices=["local", "rpc"], default="local", help="where kernels run")
-    p.add_argument("--rpc-key", default=None, help="device key at the RPC tracker (needed with --runner rpc)")
-    p.add_argument("--rpc-host", default="127.0.0.1", help="RPC tracker host")
-    p.add_argument("--rpc-port", type=int, default=9190, help="RPC tracker port")
-    p.add_argument("--n-parallel", type=int, default=None, help="build workers (None: one per usable core)")
-    p.add_argument("--number", type=int, default=4, help="runs averaged into one cost")
-    p.add_argument("--repeat", type=int, default=3, help="costs per config")
-    p.add_argument("--min-repeat-ms", type=int, default=50, help="raise number until one cost takes this long")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per run")
-    p.add_argument("--build-timeout", type=float, default=30.0, help="seconds per build")
+    _add_measure_args(p)
     p.add_argument("--no-check", action="store_true", help="skip checking the best kernel against the reference")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_tune)
@@ -80,16 +86,7 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
     p.add_argument("--compare", default="untuned,torch",
                    help="comma list of baselines to time: untuned, torch, ms (MetaSchedule tune_relax, same budget)")
-    p.add_argument("--runner", choices=["local", "rpc"], default="local", help="where kernels run")
-    p.add_argument("--rpc-key", default=None, help="device key at the RPC tracker (needed with --runner rpc)")
-    p.add_argument("--rpc-host", default="127.0.0.1", help="RPC tracker host")
-    p.add_argument("--rpc-port", type=int, default=9190, help="RPC tracker port")
-    p.add_argument("--n-parallel", type=int, default=None, help="build workers (None: one per usable core)")
-    p.add_argument("--number", type=int, default=4, help="runs averaged into one cost")
-    p.add_argument("--repeat", type=int, default=3, help="costs per config")
-    p.add_argument("--min-repeat-ms", type=int, default=50, help="raise number until one cost takes this long")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per run")
-    p.add_argument("--build-timeout", type=float, default=30.0, help="seconds per build")
+    _add_measure_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="tune the tasks in parallel on a Ray cluster: 'local' (this machine), 'auto', HOST:PORT or "

@@ -235,7 +235,13 @@ def _old_string_form(text: str) -> dict | None:
 
 def target_to_json(target) -> str:
     """A JSON string of ``target`` that :func:`resolve_target` accepts back (stable key order)."""
-    d = {k: _jsonable(v) for k, v in dict(target.export()).items()}
+    return canonical_target_json({k: _jsonable(v) for k, v in dict(target.export()).items()})
+
+
+def canonical_target_json(d: dict) -> str:
+    """The canonical JSON of an exported target dict: no empty ``tag``, no ``keys``, sorted keys
+    (the form records store; :func:`target_to_json` of a ``Target``)."""
+    d = {str(k): v for k, v in d.items()}
     if not d.get("tag"):
         d.pop("tag", None)
     d.pop("keys", None)

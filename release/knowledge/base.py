@@ -109,15 +109,9 @@ def _canon_text(x) -> str:
 
 def _target_json(target) -> str:
     """Canonical target JSON (as :func:`release.target.target_to_json`) from a dict or JSON text."""
-    d = json.loads(target) if isinstance(target, str) else dict(target)
-    d = {str(k): v for k, v in d.items()}
-    if not d.get("tag"):
-        d.pop("tag", None)
-    d.pop("keys", None)
-    host = d.pop("host", None)
-    if host:
-        d["host"] = host
-    return json.dumps(d, sort_keys=True)
+    from ..target import canonical_target_json
+
+    return canonical_target_json(json.loads(target) if isinstance(target, str) else dict(target))
 
 
 @functools.lru_cache(maxsize=1024)
