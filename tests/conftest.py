@@ -35,3 +35,14 @@ def fast_measure():
     yield opt
     opt["builder"].close()
     opt["runner"].close()
+
+
+@pytest.fixture
+def one_torch_thread():
+    """PPO on one thread (the machine is shared), set for each test and restored, not at import."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """PPO on one thread (the machine is shared), set for each test and restored, not at import."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_tune_tir_with_release_strategy_then_compile_tir(matmul_task, tmp_path, monkeypatch):

@@ -17,13 +17,7 @@ from release.tuners import get_tuner
 from release.tuners.release_tuner import ReleasePlusTuner, ReleaseTuner, RLTuner, SAASTuner
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """PPO on one thread (the machine is shared), set for each test and restored, not at import."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 SMALL_AGENT = PPOConfig(n_episodes=64, max_steps=100)
