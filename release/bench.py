@@ -188,16 +188,19 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
     on the same threads (the side-by-side reference). A config's figure is its fastest cost over the
     rounds (each cost the mean of ``number`` runs), as the PyTorch reference is the fastest of its
     runs: on a shared machine the fastest time is the least disturbed one (shared/reference/
-    kernel-quality.md); the median over rounds is kept too.
+    kernel-quality.md); the median over rounds is kept too. With ``RELEASE_TIMING_PRIORITY=realtime``
+    this process (PyTorch's timings) and the run workers time at real-time priority
+    (:func:`release.threads.timing_priority`), for a machine shared with other work.
 
     Returns ``{workload: {"TUNER|SEED": GFLOPS}}`` (per run the best of its configs) and writes
-    ``<out>/remeasure.json`` (also ``gflops_median``, ``pytorch_gflops`` and ``threads``);
+    ``<out>/remeasure.json`` (also ``gflops_median``, ``pytorch_gflops``, ``threads`` and
+    ``timing_priority``);
     :func:`report` reads it.
     """
     from .measure import load_records
     from .measure.measure import Measurer
     from .task import create_task
-    from .threads import thread_count
+    from .threads import thread_count, timing_priority
 
     rng = np.random.default_rng(seed)
     out: dict = {}
@@ -206,6 +209,8 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
     ref_info: dict = {}
     unreliable: dict = {}
     threads = thread_count(cfg.target)
+    # PyTorch is timed in this process: the same priority as the run workers (RELEASE_TIMING_PRIORITY)
+    priority = timing_priority()
     opt = _measure_option(cfg)
     try:
         for w in cfg.workloads:
@@ -251,7 +256,7 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
     with open(os.path.join(cfg.out, "remeasure.json"), "w") as f:
         json.dump({"top": top, "rounds": rounds, "n_trial": cfg.n_trial, "statistic": "fastest", "gflops": out,
                    "gflops_median": out_median, "pytorch_gflops": refs, "pytorch_unreliable": unreliable,
-                   "threads": threads}, f, indent=1)
+                   "threads": threads, "timing_priority": priority}, f, indent=1)
     return out
 
 
