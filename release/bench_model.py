@@ -7,7 +7,8 @@ encoder layer; :mod:`release.zoo`) with every tuner of the tier and the same tot
   :func:`release.model.tune_model` (gradient task scheduler, one log shared by the tasks,
   resumable: ``<out>/logs/<model>.<tuner>.s<seed>.jsonl``);
 - ``ms``: MetaSchedule's own ``tune_relax`` (:func:`release.model.tune_with_metaschedule`: TVM's
-  CPU recipe with ``cpu_weight_prepack``, all cores, its default evolutionary search, XGBoost
+  CPU recipe with ``cpu_weight_prepack``, all cores, its default evolutionary search (64 candidates
+  per iteration, ``tune_relax``'s default; ``ms_trials_per_iter``), XGBoost
   model and gradient scheduler; only the build function is the fast one), database in
   ``<out>/logs/<model>.ms.s<seed>/``. ``tune_relax`` does not resume: a run killed part-way is
   started again from nothing (its partial database is moved aside).
@@ -56,10 +57,11 @@ MODEL_TIERS = {
     # The issue-16 tier: hours on a quiet 2-core machine (see notes/issue-16.md for the estimate).
     "model": dict(models=["resnet18", "mobilenet_v2", "bert-base-layer"],
                   n_trial={"resnet18": 2000, "mobilenet_v2": 2000, "bert-base-layer": 1000},
-                  tuners=["release+", "xgb", MS], seeds=[0], checkpoints=4, references=list(REFERENCES)),
+                  tuners=["release+", "xgb", MS], seeds=[0], checkpoints=4, references=list(REFERENCES),
+                  ms_trials_per_iter=64),
     # The harness end to end in about a minute: tiny-cnn (2 tasks), a few trials.
     "model-smoke": dict(models=["tiny-cnn"], n_trial={"tiny-cnn": 16}, tuners=["random", MS], seeds=[0],
-                        checkpoints=2, references=["eager", "onnxruntime"]),
+                        checkpoints=2, references=["eager", "onnxruntime"], ms_trials_per_iter=None),
 }
 
 
@@ -83,6 +85,9 @@ class ModelBenchConfig:
     min_repeat_ms: int = 50
     n_parallel: int | None = None
     scheduler: str = "gradient"
+    ms_trials_per_iter: int | None = 64
+    """MetaSchedule's candidates per iteration: 64 is ``tune_relax``'s default (the model tier);
+    None lets :func:`release.model.tune_with_metaschedule` fit it to a small budget (the smoke tier)."""
 
     @classmethod
     def from_tier(cls, tier: str, **over) -> "ModelBenchConfig":
@@ -264,7 +269,8 @@ def run(cfg: ModelBenchConfig, progress: bool = True) -> None:
                         _, wall = M.tune_with_metaschedule(model, target, n, path, number=cfg.number,
                                                            repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms,
                                                            n_parallel=cfg.n_parallel, seed=seed, progress=progress,
-                                                           trial_log=os.path.join(path, "trials.jsonl"))
+                                                           trial_log=os.path.join(path, "trials.jsonl"),
+                                                           num_trials_per_iter=cfg.ms_trials_per_iter)
                         with open(os.path.join(path, "done.json"), "w") as f:
                             json.dump({"n_trial": n, "wall_s": wall}, f)
                         continue

@@ -611,7 +611,8 @@ def _flatten(out) -> list[np.ndarray]:
 
 def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, number: int = 4, repeat: int = 3,
                            min_repeat_ms: int = 50, n_parallel: int | None = None, seed: int = 0,
-                           prepack: bool | None = None, progress: bool = False, trial_log: str | None = None):
+                           prepack: bool | None = None, progress: bool = False, trial_log: str | None = None,
+                           num_trials_per_iter: int | None = None):
     """MetaSchedule's own ``tune_relax`` (evolutionary search, XGBoost model, gradient scheduler)
     with the same total budget, the fast build function and the same evaluator settings, on the
     target's threads, with weights pre-packed as TVM recommends for a CPU (``prepack``, default
@@ -627,6 +628,9 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
         started, ``trials`` measured so far, ``records`` in the database (its
         ``database_tuning_record.json`` lines), ``task_id``. The model benchmark tier reads it to
         place the database's first records on the wall-time axis. Default none.
+    num_trials_per_iter : int, optional
+        Candidates per MetaSchedule iteration. Default None: ``n_trial / (4 x tasks)`` clipped to
+        [8, 64], so a small budget still reaches every task; give 64 for ``tune_relax``'s own default.
 
     The callbacks are MetaSchedule's defaults (``MeasureCallback.create("default")``) followed by
     the bookkeeping one above, and the database is the ``JSONDatabase`` in ``work_dir`` that
@@ -657,7 +661,7 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
         number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False),
         initializer=functools.partial(init_runner, thread_count(target)))  # the target's threads, as ours
     n_tasks = max(1, len(ms.relax_integration.extract_tasks(mod, target)))
-    per_iter = int(min(64, max(8, n_trial // (4 * n_tasks))))  # so a small budget still reaches every task
+    per_iter = int(num_trials_per_iter or min(64, max(8, n_trial // (4 * n_tasks))))  # small budgets reach every task
     os.makedirs(work_dir, exist_ok=True)
     database = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")  # tune_relax's "json"
     bar = None
