@@ -429,12 +429,14 @@ def references(cfg: ModelBenchConfig, model_name: str, progress: bool = True) ->
     xs = [torch.from_numpy(x) for x in model.inputs]
     out: dict = {}
 
-    def timed(fn) -> dict:
+    def timed(fn, one_thread_fn=None) -> dict:
+        """``fn`` timed on the target's threads; ``one_thread_fn`` (default ``fn`` with PyTorch on
+        one thread) the same work on one thread, for the oversubscription check."""
         r = time_torch(fn, threads=threads)
         res = {"latency_ms": r.seconds * 1e3, "median_ms": r.median * 1e3, "second_ms": r.second * 1e3,
                "reliable": r.reliable, "note": r.note, "threads": r.threads}
         if threads > 1:  # more threads slower than one: an oversubscribed machine, not the library's speed
-            one = time_torch(fn, threads=1, repeat=5)
+            one = time_torch(one_thread_fn or fn, threads=1, repeat=5)
             res["one_thread_ms"] = one.seconds * 1e3
             if r.seconds > RELIABLE_SPREAD * one.seconds:
                 res["reliable"] = False
@@ -479,17 +481,20 @@ def _onnxruntime(cfg, model, xs, threads, timed) -> dict:
         with torch.no_grad():
             # the TorchScript exporter: the torch.export-based one needs onnxscript, not a dependency
             torch.onnx.export(model.torch_module, tuple(xs), path, dynamo=False)
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = threads  # the target's threads, as TVM and PyTorch
-        so.inter_op_num_threads = 1
-        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        def session(n: int):
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = n  # the target's threads, as TVM and PyTorch
+            so.inter_op_num_threads = 1
+            return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+        sess, sess1 = session(threads), session(1)
         feed = {i.name: x.numpy() for i, x in zip(sess.get_inputs(), xs)}
         got = sess.run(None, feed)[0]
         ref = model.reference()[0]
         if not np.allclose(got, ref, rtol=1e-3, atol=1e-3):
             return {"error": f"ONNX Runtime's output differs from PyTorch's (max abs error "
                              f"{float(np.max(np.abs(got - ref))):.3g})"}
-        res = timed(lambda: sess.run(None, feed))
+        res = timed(lambda: sess.run(None, feed), lambda: sess1.run(None, feed))
         res["threads"] = threads
         res["version"] = ort.__version__
         return res
