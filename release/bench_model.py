@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .callback import Callback
 from .errors import TunerError
 
 logger = logging.getLogger(__name__)
@@ -176,7 +177,7 @@ def log_path(cfg: ModelBenchConfig, model: str, tuner: str, seed: int) -> str:
     return os.path.join(cfg.logs, name if tuner == MS else name + ".jsonl")
 
 
-class WallClock:
+class WallClock(Callback):
     """Tuner callback: appends ``{"trials", "elapsed_s"}`` to ``<log>.wall.jsonl`` after every
     measurement (flushed), continuing the count and the clock of an earlier, killed run of the
     same log, so the curve's wall-time axis survives a resume (the time between the runs is not
@@ -197,22 +198,12 @@ class WallClock:
         self.trials = int(trials)
         self.t0 = time.time()
 
-    def on_start(self, tuner, n_trial):  # noqa: D401 - Callback hooks
-        pass
-
-    def on_finish(self, tuner):
-        pass
-
-    def records(self, task):
-        return []
-
     def on_result(self, tuner, inputs, results) -> None:
+        """Count the results and append the elapsed time (flushed)."""
         self.trials += len(results)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"trials": self.trials, "elapsed_s": self.offset + time.time() - self.t0}) + "\n")
             f.flush()
-
-    __call__ = on_result
 
 
 def _read_jsonl(path: str) -> list:
@@ -352,7 +343,7 @@ def time_model(model, executable, threads: int, number: int = 10, repeat: int = 
     return out
 
 
-def checkpoints(cfg: ModelBenchConfig, retime: bool = False, progress: bool = True) -> dict:
+def checkpoints(cfg: ModelBenchConfig, retime: bool = False, progress: bool = True, tasks: dict | None = None) -> dict:
     """Compile and time every run at its checkpoints (cached in ``<out>/checkpoints.json``).
 
     Returns ``{"model|tuner|seed": [{"trials", "wall_s", "latency_ms", "median_ms", ...}]}``.
@@ -375,7 +366,7 @@ def checkpoints(cfg: ModelBenchConfig, retime: bool = False, progress: bool = Tr
 
         bar = tqdm(total=len(todo), desc="checkpoints", unit="compile", dynamic_ncols=True)
     models: dict = {}
-    tasks: dict = {}
+    tasks = {} if tasks is None else tasks  # model name -> extracted tasks, shared with the caller
     try:
         for m, t, s, n in todo:
             key, ck = f"{m}|{t}|{s}", f"{m}|{t}|{s}|{n}|{cfg.n_trial[m]}"
@@ -549,11 +540,13 @@ def report(cfg: ModelBenchConfig, command: str = "", retime: bool = False, progr
     threads = thread_count(target)
     use_threads(threads)
     refs_of = {m: references(cfg, m, progress=progress) for m in cfg.models}  # before TVM's pool runs here
-    points = checkpoints(cfg, retime=retime, progress=progress)
+    extracted: dict = {}
+    points = checkpoints(cfg, retime=retime, progress=progress, tasks=extracted)
     per_model: dict = {}
     for m in cfg.models:
-        model = M.load_model(m)
-        tasks = M.extract_tasks(model, target)
+        if m not in extracted:
+            extracted[m] = M.extract_tasks(M.load_model(m), target)
+        tasks = extracted[m]
         refs = refs_of[m]
         runs = {f"{t}|{s}": points.get(f"{m}|{t}|{s}", []) for t in cfg.tuners for s in cfg.seeds}
         by_tuner = {t: runs[f"{t}|{cfg.seeds[0]}"] for t in cfg.tuners if runs.get(f"{t}|{cfg.seeds[0]}")}
@@ -634,7 +627,7 @@ def markdown(result: dict) -> str:
                     cells.append(f"{_f(x['reach_s'], 0)} s ({_f(x['speedup'])}x)" if x["reached"] else "not reached")
                 lines.append(f"| {a} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += ["A point's time to reach is that of the first checkpoint at or below the latency (an upper bound: "
+    lines += ["A point's time to reach is that of the first checkpoint at or below the latency (first seed; an upper bound: "
               "the curve is known at its checkpoints only).", ""]
     return "\n".join(lines)
 
