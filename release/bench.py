@@ -97,7 +97,7 @@ class BenchConfig:
     @classmethod
     def from_tier(cls, tier: str, **over) -> "BenchConfig":
         if tier not in TIERS:
-            raise TunerError(f"unknown tier {tier!r}; choose one of {', '.join(TIERS)}")
+            raise TunerError(f"unknown tier {tier!r}; choose one of {', '.join(TIERS)}, or a model tier: model, model-smoke")
         base = dict(TIERS[tier])
         if base["workloads"] is None:
             from .workloads import list_workloads
