@@ -204,7 +204,11 @@ def cmd_tune(args) -> int:
         callbacks.append(log_to_database(args.database))
     if not args.no_progress:
         callbacks.append(progress_bar(total=args.n_trial))
-    tuner.tune(args.n_trial, option, early_stopping=args.early_stopping, callbacks=callbacks)
+    try:
+        tuner.tune(args.n_trial, option, early_stopping=args.early_stopping, callbacks=callbacks)
+    finally:  # the worker pools end with the command (also when it runs in a caller's process)
+        option["builder"].close()
+        option["runner"].close()
     wall = time.time() - t_start
     session = tuner.session
     if session.rejections:
