@@ -214,7 +214,9 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
             items = []
             for t in cfg.tuners:
                 for s in cfg.seeds:
-                    recs = sorted((r for r in load_records(log_path(cfg, w, t, s))[: cfg.n_trial] if r.ok),
+                    run = load_records(log_path(cfg, w, t, s))
+                    wrong = {tuple(r.config) for r in run if r.error_kind == "wrong_output"}  # failed the output check
+                    recs = sorted((r for r in run[: cfg.n_trial] if r.ok and tuple(r.config) not in wrong),
                                   key=lambda r: -r.gflops)
                     items += [(f"{t}|{s}", space.canonical(r.config)) for r in recs[:top]]
             if not items:
