@@ -219,7 +219,9 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
             items = []
             for t in cfg.tuners:
                 for s in cfg.seeds:
-                    recs = sorted((r for r in load_records(log_path(cfg, w, t, s))[: cfg.n_trial] if r.ok),
+                    run = load_records(log_path(cfg, w, t, s))
+                    wrong = {tuple(r.config) for r in run if r.error_kind == "wrong_output"}  # failed the output check
+                    recs = sorted((r for r in run[: cfg.n_trial] if r.ok and tuple(r.config) not in wrong),
                                   key=lambda r: -r.gflops)
                     items += [(f"{t}|{s}", space.canonical(r.config)) for r in recs[:top]]
             if not items:
@@ -481,7 +483,7 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
             per_task[w][t] = rows
     summary = _summary(cfg, per_task, lambda r: r)
     summary_against = {a: _summary(cfg, per_task, lambda r, a=a: r["against"].get(a, {})) for a in comparators}
-    from .threads import thread_count
+    from .threads import search_threads, thread_count
 
     threads = thread_count(cfg.target)
     logged_threads = sorted({int(r.threads) for w in cfg.workloads for t in cfg.tuners for s in cfg.seeds
@@ -508,7 +510,10 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
               "pytorch_unreliable": ref_flags,
               # threads: of the logged measurements (0 = runs before the count was set, on TVM's default of
               # half the cores, 1 here), of the side-by-side re-timing, and of the PyTorch reference
-              "threads": {"logged": logged_threads, "remeasured": rem_threads, "pytorch": threads},
+              # search: every tuner's search and cost model (release.threads.search_threads, the setting
+              # of this process; runs do not record it)
+              "threads": {"logged": logged_threads, "remeasured": rem_threads, "pytorch": threads,
+                          "search": search_threads()},
               "curves": {f"{w}|{t}|{s}": {"gflops": c.gflops.tolist(), "wall": c.wall.tolist()}
                          for (w, t, s), c in curves.items()}}
     os.makedirs(cfg.out, exist_ok=True)
@@ -592,8 +597,11 @@ def _threads_line(th: dict | None) -> str:
         return "Threads: not recorded (results written before thread counts were set: TVM ran on 1 thread here)"
     logged = ", ".join("1 (TVM's default, half the cores; count not recorded)" if n == 0 else str(n)
                        for n in th.get("logged", [])) or "-"
+    search = th.get("search")
+    search = (f"; every tuner's search and cost model {search} (RELEASE_SEARCH_THREADS when reported)"
+              if search else "; tuners' search threads not recorded")
     return (f"Threads: logged measurements {logged}; re-timed side by side {th.get('remeasured') or '-'}; "
-            f"PyTorch reference {th.get('pytorch')}")
+            f"PyTorch reference {th.get('pytorch')}{search}")
 
 
 def markdown(result: dict) -> str:

@@ -217,10 +217,25 @@ def cmd_tune(args) -> int:
         callbacks.append(log_to_database(args.database))
     if not args.no_progress:
         callbacks.append(progress_bar(total=args.n_trial))
-    tuner.tune(args.n_trial, option, early_stopping=args.early_stopping, callbacks=callbacks)
+    try:
+        tuner.tune(args.n_trial, option, early_stopping=args.early_stopping, callbacks=callbacks)
+    finally:  # the worker pools end with the command (also when it runs in a caller's process)
+        option["builder"].close()
+        option["runner"].close()
     wall = time.time() - t_start
+    session = tuner.session
+    if session.rejections:
+        n = sum(c for c, _ in session.rejections.values())
+        print(f"rejected {n} invalid configs (not built, not trials; summary appended to "
+              f"{getattr(tuner, 'rejections_path', 'the log')}):")
+        for line in session.rejection_summary()[:5]:
+            print(f"         {line}")
     if tuner.best_config is None:
-        print(f"no config ran successfully in {tuner.trials} trials; see error_msg in {log}", file=sys.stderr)
+        if session.wrong:
+            print(f"no config gave the reference's output in {tuner.trials} trials ({len(session.wrong)} ran but were "
+                  f"wrong: error_kind wrong_output in {log})", file=sys.stderr)
+        else:
+            print(f"no config ran successfully in {tuner.trials} trials; see error_msg in {log}", file=sys.stderr)
         return 1
     print(f"best     {tuner.best_cost * 1e3:.4f} ms, {tuner.best_gflops:.2f} GFLOPS after {tuner.trials} trials "
           f"({wall:.1f} s wall: search {tuner.time_search:.1f} s, fit {tuner.time_fit:.1f} s, "

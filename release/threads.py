@@ -154,3 +154,60 @@ def timing_priority(value: str | None = None) -> str:
         logger.warning("could not time kernels at real-time priority (%s): timing at normal priority", err)
         return "normal"
     return "realtime"
+
+#: environment variable that sets :func:`search_threads` (every tuner's search and cost model)
+SEARCH_ENV = "RELEASE_SEARCH_THREADS"
+
+
+def search_threads() -> int:
+    """Threads of every tuner's search and cost model: one setting for all tuners alike (issue 19 item 13).
+
+    Our XGBoost cost model (``nthread``), MetaSchedule's evolutionary search (``TuneContext``
+    ``num_threads`` and its ``XGBModel``'s ``num_tuning_cores``) and the PPO agent's PyTorch work
+    (``torch.set_num_threads`` around its search, restored after) all take this count, so no tuner
+    gets more cores for its search than another. TVM's and AutoTVM's defaults are all cores;
+    the default here is 1: kernels are timed on the target's cores while the search runs, and on
+    a loaded machine OpenMP threads spin on each other (a 30-round XGBoost fit took 0.02 s on 1
+    thread, several seconds on 2, with 4 processes on 2 cores). Set ``RELEASE_SEARCH_THREADS``
+    to change it for every tuner at once; the benchmark tables state the count.
+
+    Returns
+    -------
+    int
+        ``RELEASE_SEARCH_THREADS`` if set to a positive integer, else 1.
+
+    Raises
+    ------
+    release.errors.TunerError
+        ``RELEASE_SEARCH_THREADS`` set to anything but a positive integer.
+    """
+    raw = os.environ.get(SEARCH_ENV, "").strip()
+    if not raw:
+        return 1
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        from .errors import TunerError
+
+        raise TunerError(f"{SEARCH_ENV}={raw!r} must be a positive integer (threads of every tuner's search and "
+                         "cost model); unset it for 1")
+    return n
+
+
+class torch_search_threads:
+    """Context manager: PyTorch's intra-op pool on :func:`search_threads` threads, restored on exit."""
+
+    def __enter__(self):
+        import torch
+
+        self._before = torch.get_num_threads()
+        torch.set_num_threads(search_threads())
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.set_num_threads(self._before)
+        return False

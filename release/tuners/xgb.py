@@ -64,7 +64,8 @@ class XGBTuner(ModelBasedTuner):
         What to measure from the plan (None: all of it; ``"adaptive"``: Chameleon's adaptive
         sampling, seeded from ``seed`` as in ``sa-as``).
     num_threads : int, optional
-        XGBoost threads (default 1).
+        XGBoost threads (default None: :func:`release.threads.search_threads`, 1 unless
+        ``RELEASE_SEARCH_THREADS`` is set; AutoTVM used all cores).
     seed : int, optional
         Seed of the random configs; the parts' seeds derive from it
         (:func:`release.tuners.presets.child_seed`).
