@@ -155,6 +155,7 @@ def timing_priority(value: str | None = None) -> str:
         return "normal"
     return "realtime"
 
+
 #: environment variable that sets :func:`search_threads` (every tuner's search and cost model)
 SEARCH_ENV = "RELEASE_SEARCH_THREADS"
 
