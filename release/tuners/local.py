@@ -87,6 +87,8 @@ class DropletSearch:
         Configs proposed, moves accepted.
     exhausted : bool
         No unvisited move is left at any step up to ``max_step``.
+    centers : list of tuple
+        Every center so far (the start, then each accepted move).
     """
 
     def __init__(self, space, config: LocalSearchConfig | None = None, score=None):
@@ -101,11 +103,13 @@ class DropletSearch:
         self.moves = 0
         self.accepted = 0
         self.exhausted = False
+        self.centers: list[tuple] = []
 
     def start(self, center: Sequence[int], costs: Sequence[float], visited: set) -> None:
         """Begin at ``center`` (its measured ``costs``) with step 1."""
         self.center, self.center_costs = tuple(center), list(costs)
         self.step, self.exhausted = 1, False
+        self.centers.append(self.center)
         self.queue = self._neighbourhood(visited)
 
     def _neighbourhood(self, visited: set) -> list[tuple]:
@@ -168,6 +172,7 @@ class DropletSearch:
         self.center, self.center_costs = tuple(best.config), list(best.costs)
         self.step = 1
         self.accepted += 1
+        self.centers.append(self.center)
         self.queue = self._neighbourhood(visited)
         return True
 

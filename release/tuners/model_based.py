@@ -138,6 +138,7 @@ class ModelBasedTuner(RandomTuner):
                 raise TunerError(f"local search patience={pat!r} must be a positive number of trials or None")
         self.patience = int((self.local_config.patience if self.local_config else None) or self.plan_size)
         self.local = None
+        self.local_started_at: int | None = None
         self._costs: dict[tuple, list] = {}  # successful config -> repeat costs (the local phase's t-test)
 
     @property
@@ -251,6 +252,7 @@ class ModelBasedTuner(RandomTuner):
         self.local = DropletSearch(self.space, self.local_config,
                                    score=self.cost_model.predict if self.train_ct else None)
         self.local.start(self.best_config, costs, self.visited)
+        self.local_started_at = self.trials
         logger.info("%s: best unchanged for %d trials: local search from %s", self.task.name,
                     self.trials - self.best_iter, self.best_config)
 
