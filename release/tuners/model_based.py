@@ -190,10 +190,10 @@ class ModelBasedTuner(RandomTuner):
             logger.info("%s: local search has no move left after %d moves (%d accepted); the model's plans resume",
                         self.task.name, self.local.moves, self.local.accepted)
             self._refit_and_plan()
-        if not self._warm_done and self.train_ct == 0 and getattr(self.cost_model, "warm", False):
+        if not self._warm_done and self.train_ct == 0 and self.cost_model.warm:
             self._warm_done = True  # fit on the knowledge (and any resumed records) before the first round
             self._refit_and_plan()
-            if not getattr(self.cost_model, "fitted", True):
+            if not self.cost_model.fitted:
                 self._plan_pending, self.next_update = False, self.plan_size
         if self._plan_pending:  # planning is search: booked as search_s by the session
             self._plan_pending = False
