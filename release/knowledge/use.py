@@ -75,7 +75,9 @@ class log_to_knowledge(Callback):  # noqa: N801 - AutoTVM's callback naming (log
     Notes
     -----
     One :meth:`KnowledgeBase.add` per completed measurement (one ``os.write`` + ``fsync``);
-    a record the base already holds (same workload, target, trace) is not added twice.
+    a record the base already holds (same workload, target, trace) is not added twice. The shard
+    stays open across ``tune`` calls (``tune_model`` calls ``tune`` once per chunk: one shard, not
+    one per chunk); ``base.close()`` closes it.
     """
 
     def __init__(self, base):
@@ -85,9 +87,6 @@ class log_to_knowledge(Callback):  # noqa: N801 - AutoTVM's callback naming (log
     def on_result(self, tuner, inputs, results) -> None:
         recs = [Record.from_result(tuner.task, r, tuner=tuner.name) for r in results]
         self.added += self.base.add(recs)
-
-    def on_finish(self, tuner) -> None:
-        self.base.close()
 
     def __repr__(self) -> str:
         return f"log_to_knowledge({self.base.path})"
