@@ -16,7 +16,8 @@ Training (:class:`TransferCostModel`, lazily at the first :meth:`~TransferCostMo
    plain one without pre-packed weights, whichever has the record's key); a group whose program
    cannot be rebuilt is skipped (one log line). At most ``max_records_per_workload`` records per
    group (the best half and a seeded random rest), each config replayed once to get its features.
-2. *Transfer booster*: XGBoost ``rank:pairwise`` with one query group per workload (``qid``): the
+2. *Transfer booster*: XGBoost ``rank:pairwise`` with one query group per workload and thread count
+   (``qid``; records written before thread counts were logged have 0): the
    loss compares only configs of the same task, so absolute speeds of different operators never
    have to agree. Labels are throughput over the group's best (per-task normalisation; failed
    measurements 0, AutoTVM's rule).
@@ -135,7 +136,9 @@ class KnowledgeSet:
     qid : np.ndarray, int, shape (n,)
         Workload index of each row (sorted, as XGBoost's ``qid`` needs).
     workloads : list of str
-        Task keys, index = ``qid``.
+        Task keys, index = ``qid`` (a key appears twice when its records were timed on different
+        thread counts: one query group per workload and thread count, so timings on 1 and on 2
+        threads are never compared).
     skipped : dict
         ``{task key: reason}`` of the workloads that could not be used.
     seconds : float
@@ -145,21 +148,23 @@ class KnowledgeSet:
     def __init__(self, records, config: TransferConfig | None = None, seed: int = 0, tasks: dict | None = None):
         cfg = config or TransferConfig()
         t0 = time.perf_counter()
-        groups: dict[str, list] = {}
-        for rec in records:
-            groups.setdefault(rec.task, []).append(rec)
+        groups: dict[tuple, list] = {}
+        for rec in records:  # one query group per (workload, threads): 1- and 2-thread timings never compared
+            groups.setdefault((rec.task, int(rec.threads or 0)), []).append(rec)
         rng = np.random.default_rng(seed)
         feats, labels, qid = [], [], []
         self.workloads: list[str] = []
         self.skipped: dict[str, str] = {}
         tasks = dict(tasks or {})
-        for key in sorted(groups):
-            recs = groups[key]
+        for key, threads in sorted(groups):
+            recs = groups[(key, threads)]
             best = max((r.gflops for r in recs if r.ok), default=0.0)
             if best <= 0:
                 self.skipped[key] = "no successful measurement"
                 continue
             task = tasks.get(key) or rebuild_task(recs[0].name, key, recs[0].target)
+            if task is not None:
+                tasks[key] = task  # built once for all its thread counts
             if task is None:
                 self.skipped[key] = f"workload {recs[0].name!r} cannot be rebuilt with this key"
                 continue

@@ -114,6 +114,24 @@ def test_warm_model_scores_before_any_own_measurement_and_own_data_takes_over(me
     assert r_own > 0.5 and r_tr > 0.2
 
 
+def test_timings_on_other_thread_counts_form_their_own_query_group(measured):
+    """Records of one workload timed on 1 and on 2 threads are never compared by the ranking loss."""
+    import copy
+
+    task, recs = measured[6]
+    one = [copy.copy(r) for r in recs[:12]]
+    for r in one:
+        r.threads = 1
+    two = [copy.copy(r) for r in recs[12:24]]
+    for r in two:
+        r.threads = 2
+    ks = KnowledgeSet(one + two, tasks={task.key: task})
+    assert ks.workloads == [task.key, task.key] and len(ks) == 24
+    assert list(np.bincount(ks.qid)) == [12, 12]
+    for q in (0, 1):
+        assert ks.labels[ks.qid == q].max() == pytest.approx(1.0)  # normalized within its own group
+
+
 def test_rebuild_task_matches_the_record_key_or_gives_none(measured):
     task, recs = measured[6]
     assert rebuild_task(recs[0].name, recs[0].task, recs[0].target).key == task.key  # the plain program
