@@ -7,7 +7,6 @@ knowledge base lives in a temporary folder, never the user's cache.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from replay import ReplayMeasurer
