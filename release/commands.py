@@ -247,6 +247,11 @@ def cmd_tune(args) -> int:
           f"({wall:.1f} s wall: search {tuner.time_search:.1f} s, fit {tuner.time_fit:.1f} s, "
           f"measure {tuner.time_measure:.1f} s)")
     print(f"config   {json.dumps(space.describe(tuner.best_config))}")
+    ks = getattr(tuner, "cost_model", None) and getattr(tuner.cost_model, "knowledge", None)
+    if ks is not None:  # what the transfer model was trained on (subsampled, unusable workloads skipped)
+        print(f"knowledge used {len(ks)} records of {len(set(ks.workloads))} workloads ({ks.seconds:.1f} s to "
+              f"featurize)" + (f"; {len(ks.skipped)} workloads skipped, e.g. {next(iter(ks.skipped.items()))[0]}: "
+                 f"{next(iter(ks.skipped.values()))}" if ks.skipped else ""))
     rc = 0 if args.no_check or task.target.kind.name != "llvm" else _check_best(task, log)
     _print_usage(args, task, log)
     return rc

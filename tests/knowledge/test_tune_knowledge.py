@@ -66,6 +66,7 @@ def test_second_cli_run_starts_warm_and_says_from_what(tmp_path):
                 "--log", str(tmp_path / "b.jsonl"), "--knowledge", kb, *FAST)
     assert p.returncode == 0, p.stderr
     assert "starting warm from 16 records of 1 workloads on this target" in p.stdout
+    assert "knowledge used 16 records of 1 workloads" in p.stdout
     assert "random search" not in p.stdout  # no warm-up note: the model guides the first round
     # its 10 records join (a config the random run already measured is the same record: kept once)
     assert 16 < len(KnowledgeBase(kb).records()) <= 26
