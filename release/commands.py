@@ -66,6 +66,15 @@ def register(subparsers) -> None:
     p.add_argument("--warm-start", default=None, metavar="AGENT_PT",
                    help="PPO tuners (release, release+, rl): start the agent from another task's *.agent.pt "
                         "(written beside every tuning log; same operator, as many knobs; None: a fresh agent)")
+    p.add_argument("--knowledge", default=None, metavar="DIR",
+                   help="knowledge base to start model-based tuners warm from and to add this run's records to "
+                        "(None: $RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge; read only when it holds "
+                        "records of this target)")
+    p.add_argument("--no-knowledge", action="store_true",
+                   help="neither read nor write a knowledge base (a cold start, AutoTVM's)")
+    p.add_argument("--local-search", action="store_true",
+                   help="model-based tuners: a Droplet-style local phase once the best stops improving for "
+                        "plan-size trials")
     _add_measure_args(p)
     p.add_argument("--no-check", action="store_true", help="skip checking the best kernel against the reference")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -199,6 +208,17 @@ def cmd_tune(args) -> int:
     option["runner"].check_device(task.target)  # before the (slow on CUDA) knob space is built
     kwargs = {k: v for k, v in (("plan_size", args.plan_size), ("feature_type", args.feature_type),
                                  ("loss_type", args.loss_type), ("warm_start", args.warm_start)) if v is not None}
+    from .tuners.model_based import ModelBasedTuner
+
+    kdir, krecs = _knowledge_for(args, task)
+    model_based = args.tuner in ("xgb", "sa-as", "rl", "release", "release+")
+    if model_based and krecs:
+        kwargs["knowledge"] = krecs
+    if args.local_search:
+        if not model_based:
+            raise TunerError(f"--local-search applies to model-based tuners (xgb, sa-as, rl, release, release+), "
+                             f"not {args.tuner!r}")
+        kwargs["local_search"] = True
     tuner = get_tuner(args.tuner, task, seed=args.seed, **kwargs)
     space = task.config_space
     print(f"task     {task.name}: {task.flop / 1e9:.3f} GFLOP, target {task.target_json}, kernels timed on "
@@ -206,13 +226,27 @@ def cmd_tune(args) -> int:
     print(f"space    {len(space.spaces)} design spaces, {space.n_knobs} knobs, {space.size:.3g} configs")
     print(f"tuner    {args.tuner}, {args.n_trial} trials, seed {args.seed}, log {log}"
           + (f" (resuming {len(previous)} records)" if previous else ""))
-    from .tuners.model_based import ModelBasedTuner
+    if kdir is not None:
+        from .knowledge.use import describe_knowledge
 
-    if isinstance(tuner, ModelBasedTuner) and args.n_trial <= tuner.plan_size:
+        n_rec, n_wl = describe_knowledge(krecs)
+        if not n_rec:
+            what = "no records of this target yet (cold start)"
+        elif model_based and getattr(tuner.cost_model, "warm", False):
+            what = f"starting warm from {n_rec} records of {n_wl} workloads on this target"
+        else:
+            what = f"{n_rec} records of {n_wl} workloads on this target (not used by {args.tuner})"
+        print(f"knowledge {kdir}: {what}; this run's records are added to it")
+    if isinstance(tuner, ModelBasedTuner) and args.n_trial <= tuner.plan_size and not getattr(
+            tuner.cost_model, "warm", False):
         print(f"note     {args.tuner} measures {tuner.plan_size} random configs before its cost model guides a trial "
               f"(AutoTVM's warm-up): with --n-trial {args.n_trial} this run is random search; raise --n-trial "
               f"above {tuner.plan_size} or lower --plan-size")
     callbacks = [log_to_file(log)]
+    if kdir is not None:
+        from .knowledge.use import log_to_knowledge
+
+        callbacks.append(log_to_knowledge(kdir))
     if args.database:
         callbacks.append(log_to_database(args.database))
     if not args.no_progress:
@@ -241,9 +275,36 @@ def cmd_tune(args) -> int:
           f"({wall:.1f} s wall: search {tuner.time_search:.1f} s, fit {tuner.time_fit:.1f} s, "
           f"measure {tuner.time_measure:.1f} s)")
     print(f"config   {json.dumps(space.describe(tuner.best_config))}")
+    ks = getattr(tuner, "cost_model", None) and getattr(tuner.cost_model, "knowledge", None)
+    if ks is not None:  # what the transfer model was trained on (subsampled, unusable workloads skipped)
+        print(f"knowledge used {len(ks)} records of {len(set(ks.workloads))} workloads ({ks.seconds:.1f} s to "
+              f"featurize)" + (f"; {len(ks.skipped)} workloads skipped, e.g. {next(iter(ks.skipped.items()))[0]}: "
+                 f"{next(iter(ks.skipped.values()))}" if ks.skipped else ""))
     rc = 0 if args.no_check or task.target.kind.name != "llvm" else _check_best(task, log)
     _print_usage(args, task, log)
     return rc
+
+
+def _knowledge_for(args, task):
+    """``(folder, records of the task's target)`` of ``--knowledge`` / ``--no-knowledge``; ``(None, [])``
+    when disabled (``--no-knowledge`` or ``RELEASE_KNOWLEDGE=off``).
+
+    Raises
+    ------
+    KnowledgeError
+        ``--knowledge`` names a file, or the base holds a shard of an unreadable format version.
+    """
+    from .knowledge import knowledge_dir
+    from .knowledge.use import knowledge_records
+
+    if args.no_knowledge:
+        if args.knowledge is not None:
+            raise TunerError(f"--knowledge {args.knowledge} and --no-knowledge contradict each other; give one")
+        return None, []
+    kdir = knowledge_dir(args.knowledge)
+    if kdir is None:
+        return None, []
+    return kdir, knowledge_records(kdir, task)
 
 
 def _print_usage(args, task, log) -> None:
