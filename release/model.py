@@ -303,8 +303,11 @@ def layout_passes(target, layout: str | None) -> list:
     def per_call(call):
         if call.op.name != "relax.nn.conv2d":
             return {}
+        # a conv kept as it is names its own layouts: without them 0.27's conv2d layout inference
+        # fails on a blocked input ("Layouts must have the same size")
         want = conv2d_blocked_layouts(call, lanes)
-        return {"relax.nn.conv2d": want} if want else {}
+        keep = [str(call.attrs.data_layout), str(call.attrs.kernel_layout), str(call.attrs.out_layout or "")]
+        return {"relax.nn.conv2d": want or [keep[0], keep[1], keep[2] or keep[0]]}
 
     return [relax.transform.DecomposeOpsForInference(), relax.transform.ConvertLayout({}, per_call),
             relax.transform.FoldConstant()]
