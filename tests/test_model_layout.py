@@ -156,3 +156,20 @@ def test_every_tuner_tunes_a_blocked_model_task(name, blocks, fast_measure, tmp_
     recs = load_records(log)
     assert len(recs) == 8 and all(r.task == task.key for r in recs)
     assert sum(r.ok for r in recs) >= 6 and tuner.best_gflops > 0
+
+
+@pytest.mark.slow
+def test_cli_tune_model_layout_nchwc(tmp_path):
+    """`release tune-model --layout NCHWc`: blocked tasks tuned into the log, the compiled model checked."""
+    import json
+
+    log = tmp_path / "tiny.jsonl"
+    p = subprocess.run([sys.executable, "-m", "release.cli", "tune-model", "--model", "tiny-cnn", "--layout", "NCHWc",
+                        "--n-trial", "16", "--log", str(log), "--compare", "untuned", "--number", "1", "--repeat", "1",
+                        "--min-repeat-ms", "0", "--no-progress"], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "conv2d layout NCHWc (1 blocked conv2d tasks)" in p.stdout
+    assert "output matches the reference" in p.stdout
+    tasks = {json.loads(line)["task"] for line in log.read_text().splitlines() if line.strip()}
+    assert any("conv2d_NCHWc" in t for t in tasks), tasks
+    assert (tmp_path / "tiny.so").exists()
