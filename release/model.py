@@ -279,8 +279,9 @@ def blocked_conv2d_legalize(bb, call):
 def layout_passes(target, layout: str | None) -> list:
     """Relax passes that put a model's conv2d in a channel-blocked layout (empty for NCHW).
 
-    ``DecomposeOpsForInference`` (batch norm becomes elementwise ops, which follow the blocked
-    layout), ``ConvertLayout`` with :func:`conv2d_blocked_layouts` per convolution (elementwise
+    ``FoldBatchnormToConv2D`` + ``FoldConstant`` (a batch norm after a conv2d becomes the conv's
+    weights and a bias add), ``DecomposeOpsForInference`` (any other batch norm becomes elementwise
+    ops, which follow the blocked layout), ``ConvertLayout`` with :func:`conv2d_blocked_layouts` per convolution (elementwise
     ops, ``add``, ``relu`` and pooling take the layout of their input, so the activation layout
     transforms stay at the blocked region's boundaries), then ``FoldConstant``: the weights are
     bound constants, so their ``layout_transform`` to ``OIHW{cb}i{kb}o`` is done at compile time.
@@ -309,7 +310,8 @@ def layout_passes(target, layout: str | None) -> list:
         keep = [str(call.attrs.data_layout), str(call.attrs.kernel_layout), str(call.attrs.out_layout or "")]
         return {"relax.nn.conv2d": want or [keep[0], keep[1], keep[2] or keep[0]]}
 
-    return [relax.transform.DecomposeOpsForInference(), relax.transform.ConvertLayout({}, per_call),
+    return [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant(),
+            relax.transform.DecomposeOpsForInference(), relax.transform.ConvertLayout({}, per_call),
             relax.transform.FoldConstant()]
 
 

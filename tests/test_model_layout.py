@@ -33,8 +33,9 @@ class _Blocks(torch.nn.Module):
 
 
 class _Odd(torch.nn.Module):
-    """What stays NCHW or needs the general compute: batch norm, a depthwise conv (groups = channels),
-    a strided, dilated, asymmetrically padded conv and an output-channel count of 1."""
+    """What stays NCHW or needs the general compute: a batch norm after a conv (folded into its weights)
+    and one after a relu (decomposed, blocked), a depthwise conv (groups = channels), a strided, dilated,
+    asymmetrically padded conv and an output-channel count of 1."""
 
     def __init__(self):
         super().__init__()
@@ -44,10 +45,13 @@ class _Odd(torch.nn.Module):
         self.bn.running_mean.uniform_(-1, 1)
         self.bn.running_var.uniform_(0.5, 2)
         self.dw = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.bn2 = torch.nn.BatchNorm2d(16).eval()
+        self.bn2.running_mean.uniform_(-1, 1)
+        self.bn2.running_var.uniform_(0.5, 2)
         self.c2 = torch.nn.Conv2d(16, 1, 1)
 
     def forward(self, x):
-        return self.c2(torch.relu(self.dw(torch.relu(self.bn(self.c1(x))))))
+        return self.c2(self.bn2(torch.relu(self.dw(torch.relu(self.bn(self.c1(x)))))))
 
 
 def _shapes(func) -> list[tuple]:
@@ -112,7 +116,7 @@ def test_explicit_block_and_convolutions_that_stay_nchw():
     assert len(blocked) == 1, names  # only the dense conv; the depthwise and the 1-output-channel conv stay NCHW
     assert _shapes(blocked[0].mod["main"])[1] == (4, 2, 3, 3, 4, 4)  # NCHW4c: blocks of 4, not the target's lanes
     assert sum("conv2d" in n and "NCHWc" not in n for n in names) == 2, names
-    # stride 2, dilation 2, padding (1, 2) and the decomposed batch norm give PyTorch's output, untuned
+    # stride 2, dilation 2, padding (1, 2), the folded and the decomposed batch norms give PyTorch's output
     out = M.evaluate(m, M.compile_model(m, target, layout="NCHW4c", prepack=False), number=1, repeat=1,
                      rtol=1e-4, atol=1e-4)
     assert out["max_abs_err"] < 1e-4
