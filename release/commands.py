@@ -91,8 +91,13 @@ def register(subparsers) -> None:
     p.add_argument("--plan-size", type=int, default=None,
                    help="plan size of model-based tuners, per task (None: the tuner's own, 64 for xgb)")
     p.add_argument("--log", default=None, help="JSON-lines log shared by all tasks, resumed if it exists "
-                                               "(None: runs/MODEL.TUNER.jsonl)")
+                                               "(None: runs/MODEL.TUNER.jsonl; runs/MODEL.TUNER.LAYOUT.jsonl "
+                                               "for a blocked --layout)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
+    p.add_argument("--layout", default="NCHW",
+                   help="conv2d layout inside the model: NCHW (as imported), NCHWc (channel blocks = the target's "
+                        "vector lanes: 8 with AVX2, 16 with AVX-512; smaller where channels do not divide) or NCHW8c; "
+                        "inputs and outputs stay NCHW, weights are transformed at compile time")
     p.add_argument("--compare", default="untuned,torch",
                    help="comma list of baselines to time: untuned, torch, ms (MetaSchedule tune_relax, same budget)")
     _add_measure_args(p)
@@ -356,6 +361,7 @@ def cmd_tune_model(args) -> int:
     bad = [c for c in compare if c not in ("untuned", "torch", "ms")]
     if bad:
         raise TunerError(f"unknown --compare entries {bad}; use untuned, torch, ms")
+    M.model_layout(args.layout)  # a bad --layout fails before the model is imported
     target = resolve_target(args.target)
     threads = thread_count(target)
     use_threads(threads)  # before any worker starts: they inherit TVM_NUM_THREADS
@@ -364,12 +370,15 @@ def cmd_tune_model(args) -> int:
     t0 = time.time()
     print(f"model    importing {args.model} and extracting its tasks (building each knob space)...", flush=True)
     model = M.load_model(args.model)
-    tasks = M.extract_tasks(model, target, progress=not args.no_progress)
+    tasks = M.extract_tasks(model, target, progress=not args.no_progress, layout=args.layout)
     total = sum(t.flop * t.weight for t in tasks) or 1.0
     print(f"model    {model.name}: {len(tasks)} tunable tasks, {total / 1e9:.2f} GFLOP per inference "
           f"({time.time() - t0:.1f} s to extract); weights "
-          + ("pre-packed (layout-free)" if any(t.layout_free for t in tasks) else "as written"))
-    log = args.log or os.path.join("runs", f"{os.path.basename(args.model)}.{args.tuner}.jsonl")
+          + ("pre-packed (layout-free)" if any(t.layout_free for t in tasks) else "as written")
+          + (f"; conv2d layout {args.layout} ({sum('conv2d_NCHWc' in t.name for t in tasks)} blocked conv2d tasks)"
+             if args.layout != "NCHW" else ""))
+    suffix = "" if args.layout == "NCHW" else f".{args.layout}"  # another layout, another .so beside its log
+    log = args.log or os.path.join("runs", f"{os.path.basename(args.model)}.{args.tuner}{suffix}.jsonl")
     print(f"log      {log}" + (" (resuming)" if os.path.exists(log) and os.path.getsize(log) else ""))
     chunk = M.default_chunk(option["builder"].n_parallel)
     covered = min(len(tasks), args.n_trial // chunk)
@@ -402,7 +411,7 @@ def cmd_tune_model(args) -> int:
               f"--n-trial {chunk * len(tasks)} or more covers every task once")
     print("compile  the tuned model (compile_relax with the log's best records)...", flush=True)
     db = apply_history_best(log).database(tasks)
-    ex = M.compile_model(model, target, db, progress=not args.no_progress)
+    ex = M.compile_model(model, target, db, progress=not args.no_progress, layout=args.layout)
     lib = os.path.splitext(log)[0] + ".so"
     ex.export_library(lib)
     tuned = M.evaluate(model, ex, threads=threads)

@@ -185,10 +185,140 @@ def default_prepack(model: Model, target) -> bool:
     return True
 
 
-def _fuse_passes(target, prepack: bool) -> list:
+def model_layout(layout: str | None) -> int | None:
+    """Parse the conv2d layout a model is tuned in.
+
+    Parameters
+    ----------
+    layout : str or None
+        ``"NCHW"`` (or None: as imported), ``"NCHWc"`` (channel blocks sized to the target's vector
+        lanes, :func:`release.task.vector_lanes`) or ``"NCHW{n}c"`` (blocks of at most ``n``).
+
+    Returns
+    -------
+    int or None
+        None for NCHW, 0 for ``"NCHWc"`` (the target's lanes), else ``n``.
+
+    Raises
+    ------
+    ModelError
+        Any other string (the message gives the accepted forms).
+    """
+    import re
+
+    if layout in (None, "NCHW"):
+        return None
+    if layout == "NCHWc":
+        return 0
+    m = re.fullmatch(r"NCHW(\d+)c", str(layout))
+    if not m or int(m.group(1)) < 1:
+        raise ModelError(f"model layout {layout!r} is not NCHW, NCHWc (channel blocks = the target's vector lanes) "
+                         "or NCHW{n}c with n >= 1 (e.g. NCHW8c)")
+    return int(m.group(1))
+
+
+def _static_shape(expr) -> list[int] | None:
+    sinfo = getattr(expr, "struct_info", None) or getattr(expr, "ty", None)
+    shape = getattr(sinfo, "shape", None)
+    try:
+        return [int(x) for x in shape]
+    except (TypeError, ValueError):  # unknown rank or a symbolic dimension
+        return None
+
+
+def conv2d_blocked_layouts(call, lanes: int) -> list[str] | None:
+    """The blocked layouts ``[data, kernel, output]`` for one Relax ``nn.conv2d`` call, or None
+    to keep it as it is.
+
+    Blocks are :func:`release.workloads.block_sizes` (the largest divisor of the input and of the
+    output channels up to ``lanes``: 8 and 8 for 64 -> 64 with AVX2, 3 and 8 for an RGB input), so
+    the vector dimension is the output-channel block (AutoTVM's x86 NCHWc, oneDNN's ``nChw8c``).
+    Kept in NCHW: grouped or depthwise convolutions, layouts other than NCHW/OIHW, symbolic shapes
+    and convolutions whose output-channel block would be 1 (no vector to fill).
+    """
+    from .workloads import block_sizes
+
+    a = call.attrs
+    if int(a.groups) != 1 or str(a.data_layout) != "NCHW" or str(a.kernel_layout) != "OIHW" or \
+            str(a.out_layout) not in ("", "NCHW"):
+        return None
+    data, weight = _static_shape(call.args[0]), _static_shape(call.args[1])
+    if data is None or weight is None or len(data) != 4 or len(weight) != 4:
+        return None
+    cb, kb = block_sizes(data[1], weight[0], lanes)
+    if kb == 1:
+        return None
+    return [f"NCHW{cb}c", f"OIHW{cb}i{kb}o", f"NCHW{kb}c"]
+
+
+def blocked_conv2d_legalize(bb, call):
+    """Legalize a Relax ``nn.conv2d`` in ``NCHW{cb}c`` / ``OIHW{cb}i{kb}o`` -> ``NCHW{kb}c`` to the
+    TE compute operator tasks tune (:func:`release.workloads.conv2d_nchwc_compute`: reductions over
+    channel blocks, kernel taps and the inner channel kept apart); any other conv2d goes to TVM's
+    registered legalization (which refuses channel-blocked layouts in 0.27,
+    ``relax/transform/legalize_ops/nn.py``). For ``LegalizeOps(customize_legalize_map=...)``."""
+    import re
+
+    import tvm
+
+    from .workloads import conv2d_nchwc_compute
+
+    a = call.attrs
+    dl, kl = str(a.data_layout), str(a.kernel_layout)
+    ol = str(a.out_layout) or dl
+    md, mk, mo = (re.fullmatch(r"NCHW(\d+)c", dl), re.fullmatch(r"OIHW(\d+)i(\d+)o", kl),
+                  re.fullmatch(r"NCHW(\d+)c", ol))
+    if not (md and mk and mo) or int(a.groups) != 1 or md.group(1) != mk.group(1) or mk.group(2) != mo.group(1):
+        return tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")(bb, call)
+    out_dtype = str(a.out_dtype) if str(a.out_dtype) not in ("", "void") else None
+    return bb.call_te(conv2d_nchwc_compute, call.args[0], call.args[1], [int(x) for x in a.strides],
+                      [int(x) for x in a.padding], [int(x) for x in a.dilation], out_dtype,
+                      primfunc_name_hint="conv2d_NCHWc")
+
+
+def layout_passes(target, layout: str | None) -> list:
+    """Relax passes that put a model's conv2d in a channel-blocked layout (empty for NCHW).
+
+    ``FoldBatchnormToConv2D`` + ``FoldConstant`` (a batch norm after a conv2d becomes the conv's
+    weights and a bias add), ``DecomposeOpsForInference`` (any other batch norm becomes elementwise
+    ops, which follow the blocked layout), ``ConvertLayout`` with :func:`conv2d_blocked_layouts` per convolution (elementwise
+    ops, ``add``, ``relu`` and pooling take the layout of their input, so the activation layout
+    transforms stay at the blocked region's boundaries), then ``FoldConstant``: the weights are
+    bound constants, so their ``layout_transform`` to ``OIHW{cb}i{kb}o`` is done at compile time.
+    The compiled model still takes NCHW inputs and gives NCHW outputs.
+
+    Raises
+    ------
+    ModelError
+        Bad ``layout`` (:func:`model_layout`).
+    """
+    from tvm import relax
+
+    from .task import vector_lanes
+
+    lanes = model_layout(layout)
+    if lanes is None:
+        return []
+    lanes = lanes or vector_lanes(target)
+
+    def per_call(call):
+        if call.op.name != "relax.nn.conv2d":
+            return {}
+        # a conv kept as it is names its own layouts: without them 0.27's conv2d layout inference
+        # fails on a blocked input ("Layouts must have the same size")
+        want = conv2d_blocked_layouts(call, lanes)
+        keep = [str(call.attrs.data_layout), str(call.attrs.kernel_layout), str(call.attrs.out_layout or "")]
+        return {"relax.nn.conv2d": want or [keep[0], keep[1], keep[2] or keep[0]]}
+
+    return [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant(),
+            relax.transform.DecomposeOpsForInference(), relax.transform.ConvertLayout({}, per_call),
+            relax.transform.FoldConstant()]
+
+
+def _fuse_passes(target, prepack: bool, layout: str | None = None) -> list:
     """The passes ``compile_relax`` runs before applying a database, plus TVM's pre-tuning layout
     rewrite (``AttachAttrLayoutFreeBuffers``: the bound weights of every fused function become its
-    ``layout_free_buffers``) when ``prepack``."""
+    ``layout_free_buffers``) when ``prepack``, after :func:`layout_passes` for a blocked ``layout``."""
     from tvm import relax
     from tvm.relax import pipeline as relax_pipeline
 
@@ -196,14 +326,18 @@ def _fuse_passes(target, prepack: bool) -> list:
         dispatch = relax_pipeline.library_dispatch_passes(target)
     except (ValueError, AttributeError):
         dispatch = []
-    return [*dispatch, relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+    blocked = layout_passes(target, layout)
+    legalize = relax.transform.LegalizeOps(customize_legalize_map={"relax.nn.conv2d": blocked_conv2d_legalize}) \
+        if blocked else relax.transform.LegalizeOps()
+    return [*blocked, *dispatch, legalize, relax.transform.AnnotateTIROpPattern(),
             relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(),
             *([relax.transform.AttachAttrLayoutFreeBuffers()] if prepack else [])]
 
 
-def prepare(mod, params: dict, target, prepack: bool = False):
+def prepare(mod, params: dict, target, prepack: bool = False, layout: str | None = None):
     """Bind weights and lower as ``compile_relax`` does before applying a database; with
-    ``prepack``, mark the weights layout-free as TVM's ``cpu_weight_prepack`` pipeline does."""
+    ``prepack``, mark the weights layout-free as TVM's ``cpu_weight_prepack`` pipeline does; with a
+    blocked ``layout`` (``"NCHWc"``), convert conv2d to it first (:func:`layout_passes`)."""
     import tvm
     from tvm import relax
 
@@ -213,10 +347,11 @@ def prepare(mod, params: dict, target, prepack: bool = False):
     if params:
         mod = relax.transform.BindParams("main", params)(mod)
     with target:
-        return tvm.transform.Sequential(_fuse_passes(target, prepack))(mod)
+        return tvm.transform.Sequential(_fuse_passes(target, prepack, layout))(mod)
 
 
-def extract_tasks(model: Model, target, prepack: bool | None = None, progress: bool = False) -> list:
+def extract_tasks(model: Model, target, prepack: bool | None = None, progress: bool = False,
+                  layout: str | None = None) -> list:
     """Tuning tasks of ``model`` (MetaSchedule's Relax task extraction), heaviest first.
 
     Parameters
@@ -227,12 +362,23 @@ def extract_tasks(model: Model, target, prepack: bool | None = None, progress: b
     progress : bool
         A tqdm bar over the extracted tasks while their knob spaces are built (the slow part:
         seconds per task), with its estimate of the remaining time. Default False.
+    layout : str, optional
+        conv2d layout: ``"NCHW"`` (default: as imported), ``"NCHWc"`` (channel blocks = the
+        target's vector lanes, 8 with AVX2, 16 with AVX-512; a smaller block where the channels do
+        not divide, e.g. 3 for an RGB input) or ``"NCHW{n}c"``. Blocked tasks are named
+        ``...conv2d_NCHWc...`` and tuned like any other (their knob space is MetaSchedule's design
+        space). Compile with the same value. See :func:`layout_passes`.
 
     Returns
     -------
     list[release.task.Task]
         ``task.weight`` = how many times it runs per inference; ``task.flop`` per run. Tasks
         whose knob space has no knob (reshapes and the like) are dropped.
+
+    Raises
+    ------
+    ModelError
+        Bad ``layout``.
     """
     from tvm.s_tir import meta_schedule as ms
 
@@ -241,8 +387,9 @@ def extract_tasks(model: Model, target, prepack: bool | None = None, progress: b
     from .task import Task
 
     target = resolve_target(target)
+    model_layout(layout)  # a bad layout fails here, in one line
     prepack = default_prepack(model, target) if prepack is None else bool(prepack)
-    mod = prepare(model.mod, model.params, target, prepack=prepack)
+    mod = prepare(model.mod, model.params, target, prepack=prepack, layout=layout)
     tasks = []
     extracted = list(ms.relax_integration.extract_tasks(mod, target))
     if progress:
@@ -436,7 +583,8 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     return TuneModelResult(tasks, tuners, time.time() - t0)
 
 
-def compile_model(model: Model, target, database=None, prepack: bool | None = None, progress: bool = False):
+def compile_model(model: Model, target, database=None, prepack: bool | None = None, progress: bool = False,
+                  layout: str | None = None):
     """Compile ``model`` with the tuned functions of ``database`` (the rest scheduled by TVM's
     defaults); ``database=None`` gives the untuned build.
 
@@ -455,6 +603,15 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
     progress : bool
         A tqdm bar over the compile's stages (fuse, apply the database, layout rewrite, lower,
         code generation), with the time spent and tqdm's estimate of the time left. Default False.
+    layout : str, optional
+        As the tasks were extracted (default NCHW). The blocked model keeps NCHW inputs and outputs;
+        only the boundaries of its blocked region transform activations, the weights are transformed
+        at compile time (:func:`layout_passes`).
+
+    Raises
+    ------
+    ModelError
+        Bad ``layout``.
     """
     import tvm
     from tvm import relax
@@ -466,6 +623,7 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
 
     target = resolve_target(target)
     ensure_tensor_intrinsics(target)
+    model_layout(layout)  # a bad layout fails here, in one line
     prepack = default_prepack(model, target) if prepack is None else bool(prepack)
     db = database if database is not None else ms.database.MemoryDatabase()
     post = [relax.transform.SplitLayoutRewritePreproc(), relax.transform.LiftTransformParams(),
@@ -494,7 +652,7 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
 
     @tvm.transform.module_pass(opt_level=3)
     def _pipeline(mod, _ctx):
-        mod = tvm.transform.Sequential(_fuse_passes(target, prepack))(mod)
+        mod = tvm.transform.Sequential(_fuse_passes(target, prepack, layout))(mod)
         _stage("fused")
         mod = MetaScheduleApplyDatabase()(mod)
         _stage("database applied")

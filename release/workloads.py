@@ -149,7 +149,7 @@ def conv2d_nchwc_te(p: dict, cb: int, kb: int):
     WorkloadError
         ``cb`` does not divide C or ``kb`` does not divide K.
     """
-    from tvm import te, topi
+    from tvm import te
 
     n, c, h, w, k, r, s = (p[x] for x in ("n", "c", "h", "w", "k", "r", "s"))
     stride, pad = p["stride"], p["pad"]
@@ -158,19 +158,66 @@ def conv2d_nchwc_te(p: dict, cb: int, kb: int):
                             f"use block_sizes({c}, {k}, lanes)")
     data = te.placeholder((n, c // cb, h, w, cb), name="data", dtype="float32")
     kernel = te.placeholder((k // kb, c // cb, r, s, cb, kb), name="kernel", dtype="float32")
-    oh, ow = (h + 2 * pad - r) // stride + 1, (w + 2 * pad - s) // stride + 1
-    padded = topi.nn.pad(data, [0, 0, pad, pad, 0], [0, 0, pad, pad, 0], name="pad_temp") if pad else data
-    icc = te.reduce_axis((0, c // cb), name="icc")
+    return [data, kernel, conv2d_nchwc_compute(data, kernel, stride, pad)]
+
+
+def conv2d_nchwc_compute(data, kernel, stride=1, padding=0, dilation=1, out_dtype: str | None = None):
+    """The channel-blocked conv2d of :func:`conv2d_nchwc_te` on given TE tensors (any shapes, strides,
+    paddings, dilations): the compute that both operator tasks and blocked convolutions inside
+    models (:func:`release.model.blocked_conv2d_legalize`) are tuned on.
+
+    Parameters
+    ----------
+    data : te.Tensor
+        (N, C/cb, H, W, cb).
+    kernel : te.Tensor
+        (K/kb, C/cb, R, S, cb, kb), TVM's ``OIHW{cb}i{kb}o``.
+    stride, dilation : int or (int, int)
+        (height, width).
+    padding : int, (int, int) or (top, left, bottom, right)
+        As Relax's ``nn.conv2d`` attribute.
+    out_dtype : str, optional
+        Accumulation and output type (default: the data's).
+
+    Returns
+    -------
+    te.Tensor
+        (N, K/kb, OH, OW, kb), named ``conv2d_NCHWc``; reduction axes ``icc, kh, kw, icb`` kept apart.
+    """
+    from tvm import te, topi
+
+    def pair(v):
+        v = [int(x) for x in v] if isinstance(v, (list, tuple)) or hasattr(v, "__len__") else [int(v)]
+        return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
+
+    sh, sw = pair(stride)
+    dh, dw = pair(dilation)
+    pv = [int(x) for x in padding] if hasattr(padding, "__len__") else [int(padding)]
+    pt, pl, pb, pr = {1: pv * 4, 2: pv * 2, 4: pv}.get(len(pv), pv)
+    out_dtype = out_dtype or data.dtype
+    _, c1, h, w, cb = (int(x) for x in data.shape)
+    k1, _, r, s, _, kb = (int(x) for x in kernel.shape)
+    n = data.shape[0]
+    oh = (h + pt + pb - (r - 1) * dh - 1) // sh + 1
+    ow = (w + pl + pr - (s - 1) * dw - 1) // sw + 1
+    padded = (topi.nn.pad(data, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], name="pad_temp")
+              if (pt, pl, pb, pr) != (0, 0, 0, 0) else data)
+    icc = te.reduce_axis((0, c1), name="icc")
     kh = te.reduce_axis((0, r), name="kh")
     kw = te.reduce_axis((0, s), name="kw")
     icb = te.reduce_axis((0, cb), name="icb")
-    out = te.compute(
-        (n, k // kb, oh, ow, kb),
+    rh = kh * dh if dh != 1 else kh  # keeps the operator tasks' expression (and key) for dilation 1
+    rw = kw * dw if dw != 1 else kw
+
+    def cast(x):
+        return x if x.dtype == out_dtype else x.astype(out_dtype)
+
+    return te.compute(
+        (n, k1, oh, ow, kb),
         lambda b, occ, y, x, ocb: te.sum(
-            padded[b, icc, y * stride + kh, x * stride + kw, icb] * kernel[occ, icc, kh, kw, icb, ocb],
+            cast(padded[b, icc, y * sh + rh, x * sw + rw, icb]) * cast(kernel[occ, icc, kh, kw, icb, ocb]),
             axis=[icc, kh, kw, icb]),
         name="conv2d_NCHWc")
-    return [data, kernel, out]
 
 
 def _conv(name, c, k, hw, rs, stride, pad) -> Workload:

@@ -1,0 +1,179 @@
+"""conv2d in a channel-blocked layout inside whole models (``layout="NCHWc"``, issue 16 item 2):
+tasks extracted blocked, tuned, compiled with the database, run on NCHW inputs and checked
+against PyTorch; the layout transforms stay at the blocked region's boundaries."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from release import model as M
+from release.errors import ModelError
+
+
+class _Blocks(torch.nn.Module):
+    """RGB input (3 channels: a smaller input block), 8 -> 16 channels, a 1x1 conv with a residual add,
+    pooling and a dense head: every neighbour of a conv2d that ResNet has."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.c3 = torch.nn.Conv2d(16, 16, 1)
+        self.fc = torch.nn.Linear(16 * 3 * 3, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.c2(torch.relu(self.c1(x))))
+        y = torch.relu(self.c3(y) + y)
+        return self.fc(torch.nn.functional.max_pool2d(y, 2).flatten(1))
+
+
+class _Odd(torch.nn.Module):
+    """What stays NCHW or needs the general compute: a batch norm after a conv (folded into its weights)
+    and one after a relu (decomposed, blocked), a depthwise conv (groups = channels), a strided, dilated,
+    asymmetrically padded conv and an output-channel count of 1."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.c1 = torch.nn.Conv2d(8, 16, 3, stride=2, padding=(1, 2), dilation=2)
+        self.bn = torch.nn.BatchNorm2d(16).eval()
+        self.bn.running_mean.uniform_(-1, 1)
+        self.bn.running_var.uniform_(0.5, 2)
+        self.dw = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.bn2 = torch.nn.BatchNorm2d(16).eval()
+        self.bn2.running_mean.uniform_(-1, 1)
+        self.bn2.running_var.uniform_(0.5, 2)
+        self.c2 = torch.nn.Conv2d(16, 1, 1)
+
+    def forward(self, x):
+        return self.c2(self.bn2(torch.relu(self.dw(torch.relu(self.bn(self.c1(x)))))))
+
+
+def _shapes(func) -> list[tuple]:
+    return [tuple(int(d) for d in p.shape) for p in func.params]
+
+
+@pytest.fixture(scope="module")
+def blocks():
+    return M.from_pytorch(_Blocks(), [torch.randn(1, 3, 6, 6)], name="blocks")
+
+
+def test_blocked_model_tasks_tuned_compiled_and_equal_to_pytorch(blocks, fast_measure, tmp_path):
+    import tvm
+    from tvm import tirx
+
+    from release.measure import apply_history_best
+    from release.target import resolve_target
+    from release.task import vector_lanes
+    from release.workloads import block_sizes
+
+    target = resolve_target("llvm")
+    lanes = vector_lanes(target)
+    tasks = M.extract_tasks(blocks, target, layout="NCHWc")
+    convs = [t for t in tasks if "conv2d" in t.name]
+    assert len(convs) == 3 and all("conv2d_NCHWc" in t.name for t in convs), [t.name for t in tasks]
+    # the blocks follow the target's vector lanes; the RGB conv keeps a 3-channel input block
+    weights = sorted(_shapes(t.mod["main"])[1] for t in convs)
+    want = []
+    for c, k, r in ((3, 8, 3), (8, 16, 3), (16, 16, 1)):
+        cb, kb = block_sizes(c, k, lanes)
+        want.append((k // kb, c // cb, r, r, cb, kb))
+    assert weights == sorted(want)
+    # activations change layout only at the boundaries (input in, before the flatten out); weights
+    # were transformed at compile time, so no layout transform has a 6-D (weight) output
+    prepared = M.prepare(blocks.mod, blocks.params, target, prepack=True, layout="NCHWc")
+    transforms = [_shapes(f) for gv, f in prepared.functions.items()
+                  if isinstance(f, tirx.PrimFunc) and "layout_transform" in gv.name_hint]
+    kb = block_sizes(16, 16, lanes)[1]
+    assert sorted(transforms) == sorted([[(1, 3, 6, 6), (1, 1, 6, 6, 3)], [(1, 16 // kb, 3, 3, kb), (1, 16, 3, 3)]])
+
+    log = str(tmp_path / "blocked.jsonl")
+    M.tune_model(tasks, 4 * len(tasks), log, tuner="random", scheduler="round-robin", measure_option=fast_measure,
+                 chunk=4, progress=False)
+    db = apply_history_best(log).database(tasks)
+    blocked = [f for gv, f in prepared.functions.items()
+               if isinstance(f, tirx.PrimFunc) and "conv2d_NCHWc" in gv.name_hint]
+    assert len(blocked) == 3 and all(db.has_workload(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}))
+                                     for f in blocked)  # compile_model finds every tuned blocked conv
+    out = M.evaluate(blocks, M.compile_model(blocks, target, db, layout="NCHWc"), number=1, repeat=1,
+                     rtol=1e-4, atol=1e-4)  # NCHW input in, NCHW output out; raises if it differs
+    assert out["max_abs_err"] < 1e-4
+
+
+def test_explicit_block_and_convolutions_that_stay_nchw():
+    from release.target import resolve_target
+
+    target = resolve_target("llvm")
+    m = M.from_pytorch(_Odd(), [torch.randn(1, 8, 9, 9)], name="odd")
+    tasks = M.extract_tasks(m, target, layout="NCHW4c", prepack=False)
+    names = [t.name for t in tasks]
+    blocked = [t for t in tasks if "conv2d_NCHWc" in t.name]
+    assert len(blocked) == 1, names  # only the dense conv; the depthwise and the 1-output-channel conv stay NCHW
+    assert _shapes(blocked[0].mod["main"])[1] == (4, 2, 3, 3, 4, 4)  # NCHW4c: blocks of 4, not the target's lanes
+    assert sum("conv2d" in n and "NCHWc" not in n for n in names) == 2, names
+    # stride 2, dilation 2, padding (1, 2), the folded and the decomposed batch norms give PyTorch's output
+    out = M.evaluate(m, M.compile_model(m, target, layout="NCHW4c", prepack=False), number=1, repeat=1,
+                     rtol=1e-4, atol=1e-4)
+    assert out["max_abs_err"] < 1e-4
+    assert not any("NCHWc" in t.name for t in M.extract_tasks(m, target, layout="NCHW", prepack=False))
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW0c", "nchwc", "NCHW8c16k"])
+def test_bad_layout_is_refused_with_the_accepted_forms(blocks, layout):
+    with pytest.raises(ModelError, match=f"model layout '{layout}' is not NCHW, NCHWc"):
+        M.extract_tasks(blocks, "llvm", layout=layout)
+    with pytest.raises(ModelError, match=f"'{layout}'"):
+        M.compile_model(blocks, "llvm", layout=layout)
+
+
+def test_cli_bad_layout_is_one_line(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "release.cli", "tune-model", "--model", "tiny-cnn", "--layout", "NHWC8c",
+                        "--n-trial", "4", "--log", str(tmp_path / "x.jsonl")], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 2, p.stdout + p.stderr
+    err = p.stderr.strip().splitlines()
+    assert "Traceback" not in p.stderr and len(err) == 1 and err[0].startswith("release: error:"), p.stderr
+    assert "'NHWC8c'" in err[0] and "NCHWc" in err[0]
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+_TUNER_ARGS = {"xgb": dict(plan_size=4), "ga": dict(pop_size=4), "ms-evolutionary": dict(plan_size=4)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["random", "grid", "xgb", "ga", "ms-evolutionary", "release", "release+", "rl",
+                                  "sa-as"])
+def test_every_tuner_tunes_a_blocked_model_task(name, blocks, fast_measure, tmp_path, one_torch_thread):
+    from release import autotvm
+    from release.measure import load_records
+    from release.tuners import get_tuner
+
+    task = next(t for t in M.extract_tasks(blocks, "llvm", layout="NCHWc") if "conv2d_NCHWc1" in t.name)
+    log = str(tmp_path / f"{name}.jsonl")
+    tuner = get_tuner(name, task, seed=0, **_TUNER_ARGS.get(name, {}))
+    tuner.tune(8, fast_measure, callbacks=[autotvm.callback.log_to_file(log)])
+    recs = load_records(log)
+    assert len(recs) == 8 and all(r.task == task.key for r in recs)
+    assert sum(r.ok for r in recs) >= 6 and tuner.best_gflops > 0
+
+
+@pytest.mark.slow
+def test_cli_tune_model_layout_nchwc(tmp_path):
+    """`release tune-model --layout NCHWc`: blocked tasks tuned into the log, the compiled model checked."""
+    import json
+
+    log = tmp_path / "tiny.jsonl"
+    p = subprocess.run([sys.executable, "-m", "release.cli", "tune-model", "--model", "tiny-cnn", "--layout", "NCHWc",
+                        "--n-trial", "16", "--log", str(log), "--compare", "untuned", "--number", "1", "--repeat", "1",
+                        "--min-repeat-ms", "0", "--no-progress"], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "conv2d layout NCHWc (1 blocked conv2d tasks)" in p.stdout
+    assert "output matches the reference" in p.stdout
+    tasks = {json.loads(line)["task"] for line in log.read_text().splitlines() if line.strip()}
+    assert any("conv2d_NCHWc" in t for t in tasks), tasks
+    assert (tmp_path / "tiny.so").exists()
