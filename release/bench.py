@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .errors import TunerError
+from .errors import TunerError, check_n_trial
 
 logger = logging.getLogger(__name__)
 
@@ -114,8 +114,7 @@ class BenchConfig:
             cfg.logs = os.path.join(cfg.out, "logs") if cfg.out else os.path.join("benchmarks", "results", "logs")
         if not cfg.out:
             cfg.out = os.path.join("benchmarks", "results", tier)
-        if cfg.n_trial < 1:
-            raise TunerError(f"n_trial={cfg.n_trial} must be a positive integer")
+        check_n_trial(cfg.n_trial)
         from .tuners import TUNERS
         from .workloads import get_workload
 
