@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Callable, Sequence
 
 from .errors import InvalidConfigError
@@ -210,8 +211,7 @@ class TuningSession:
                 continue
             if c in self.visited:
                 continue
-            r = MeasureResult(config=c, costs=list(rec.costs), error_kind=rec.error_kind, error_msg=rec.error_msg,
-                              build_s=rec.build_s, run_s=rec.run_s, measure_s=rec.measure_s, timestamp=rec.timestamp)
+            r = rec if rec.config == c else replace(rec, config=c)  # a record is a result (one type)
             self._observe_stored(r)
             results.append(r)
         if unusable:
