@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from .errors import ReleaseError, TunerError
+from .errors import ReleaseError, TunerError, check_n_trial
 
 logger = logging.getLogger(__name__)
 
@@ -195,8 +195,7 @@ def cmd_tune(args) -> int:
     from .tuners import TUNERS, get_tuner
     from .tuners.callback import progress_bar
 
-    if args.n_trial is None or args.n_trial < 1:
-        raise TunerError(f"--n-trial {args.n_trial} must be a positive integer")
+    check_n_trial(args.n_trial, label=f"--n-trial {args.n_trial}")
     if args.tuner not in TUNERS:
         raise TunerError(f"unknown tuner {args.tuner!r}; choose one of: {', '.join(TUNERS)}")
     if args.warm_start is not None and args.tuner not in ("release", "release+", "rl"):
@@ -353,8 +352,7 @@ def cmd_tune_model(args) -> int:
     from .threads import thread_count, use_threads
     from .tuners import TUNERS
 
-    if args.n_trial is None or args.n_trial < 1:
-        raise TunerError(f"--n-trial {args.n_trial} must be a positive integer")
+    check_n_trial(args.n_trial, label=f"--n-trial {args.n_trial}")
     if args.tuner not in TUNERS:
         raise TunerError(f"unknown tuner {args.tuner!r}; choose one of: {', '.join(TUNERS)}")
     compare = [c for c in args.compare.split(",") if c]
