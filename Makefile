@@ -1,6 +1,6 @@
 # Two entry points for a new user (see README.md):
 #   make run   -- set up .venv and tune the default workload (a ResNet-18 conv2d)
-#   make test  -- set up .venv and run the test suite
+#   make test  -- set up .venv and run the test suite (all but @pytest.mark.slow; make test-slow runs those)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -19,11 +19,12 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/release tune --workload resnet18.conv2d.2 --target llvm --tuner release --n-trial 96 --plan-size 32 --log runs/default.jsonl
 
+# pytest's exit status 5 ("no tests collected") is not a failure: a selection may be empty
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q || [ $$? -eq 5 ]
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]
 
 bench-quick: $(STAMP)
 	$(VENV)/bin/release bench --tier quick

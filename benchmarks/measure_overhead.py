@@ -6,6 +6,12 @@ Runs the random tuner (no search cost) with the CLI's default runner settings an
 measured config: median build time (in the worker), median run time, wall time, and the overhead
 = wall time beyond the build phase and the runs, as a share of wall time. Builds run in parallel
 (n_parallel workers), so the build phase's wall time is what a config costs, not the worker time.
+
+The floor (issue 17, item 4): the wall time of one ``Measurer.measure`` call on the median config
+alone (replay + build + run, warm worker pools), median of ``--floor-repeats`` calls. Reported:
+``wall_per_trial_over_floor`` (the issue's target: <= 1.3) and the per-trial split of the tuning wall
+time into replay, build phase, run, and bookkeeping (search, fit, callbacks: wall minus the
+measurer's own total).
 """
 
 import argparse
@@ -26,6 +32,7 @@ def main() -> int:
     ap.add_argument("--n-trial", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-parallel", type=int, default=None)
+    ap.add_argument("--floor-repeats", type=int, default=3, help="measure calls of the median config alone")
     args = ap.parse_args()
     task = create_task(args.workload)
     task.config_space  # noqa: B018 - not part of the measured loop
@@ -35,8 +42,22 @@ def main() -> int:
     t0 = time.perf_counter()
     tuner.tune(args.n_trial, opt, callbacks=[log_to_file(log)])
     wall = time.perf_counter() - t0
-    opt["builder"].close()
     recs = load_records(log)
+    ok = sorted((r for r in recs if r.ok), key=lambda r: r.mean_cost)
+    floor_s = None
+    if ok:  # the floor: the median config measured alone, pools already warm
+        from release.measure import Measurer
+
+        median = tuple(ok[len(ok) // 2].config)
+        alone = Measurer(task, opt)
+        calls = []
+        for _ in range(max(1, args.floor_repeats)):
+            f0 = time.perf_counter()
+            alone.measure([median])
+            calls.append(time.perf_counter() - f0)
+        floor_s = statistics.median(calls)
+    opt["builder"].close()
+    opt["runner"].close()
     st = tuner.measure_stats
     n = st["measured"]
     per = {
@@ -51,6 +72,9 @@ def main() -> int:
     }
     per["overhead_per_config_s"] = per["wall_per_config_s"] - per["build_phase_per_config_s"] - per["run_per_config_s"]
     per["overhead_share"] = per["overhead_per_config_s"] / per["wall_per_config_s"]
+    per["bookkeeping_per_config_s"] = (wall - st["total"]) / n
+    per["floor_one_config_alone_s"] = floor_s
+    per["wall_per_trial_over_floor"] = per["wall_per_config_s"] / floor_s if floor_s else None
     print(json.dumps(per, indent=2))
     return 0
 

@@ -97,7 +97,7 @@ class BenchConfig:
     @classmethod
     def from_tier(cls, tier: str, **over) -> "BenchConfig":
         if tier not in TIERS:
-            raise TunerError(f"unknown tier {tier!r}; choose one of {', '.join(TIERS)}")
+            raise TunerError(f"unknown tier {tier!r}; choose one of {', '.join(TIERS)}, or a model tier: model, model-smoke")
         base = dict(TIERS[tier])
         if base["workloads"] is None:
             from .workloads import list_workloads
@@ -188,16 +188,19 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
     on the same threads (the side-by-side reference). A config's figure is its fastest cost over the
     rounds (each cost the mean of ``number`` runs), as the PyTorch reference is the fastest of its
     runs: on a shared machine the fastest time is the least disturbed one (shared/reference/
-    kernel-quality.md); the median over rounds is kept too.
+    kernel-quality.md); the median over rounds is kept too. With ``RELEASE_TIMING_PRIORITY=realtime``
+    this process (PyTorch's timings) and the run workers time at real-time priority
+    (:func:`release.threads.timing_priority`), for a machine shared with other work.
 
     Returns ``{workload: {"TUNER|SEED": GFLOPS}}`` (per run the best of its configs) and writes
-    ``<out>/remeasure.json`` (also ``gflops_median``, ``pytorch_gflops`` and ``threads``);
+    ``<out>/remeasure.json`` (also ``gflops_median``, ``pytorch_gflops``, ``threads`` and
+    ``timing_priority``);
     :func:`report` reads it.
     """
     from .measure import load_records
     from .measure.measure import Measurer
     from .task import create_task
-    from .threads import thread_count
+    from .threads import thread_count, timing_priority
 
     rng = np.random.default_rng(seed)
     out: dict = {}
@@ -206,6 +209,8 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
     ref_info: dict = {}
     unreliable: dict = {}
     threads = thread_count(cfg.target)
+    # PyTorch is timed in this process: the same priority as the run workers (RELEASE_TIMING_PRIORITY)
+    priority = timing_priority()
     opt = _measure_option(cfg)
     try:
         for w in cfg.workloads:
@@ -214,7 +219,9 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
             items = []
             for t in cfg.tuners:
                 for s in cfg.seeds:
-                    recs = sorted((r for r in load_records(log_path(cfg, w, t, s))[: cfg.n_trial] if r.ok),
+                    run = load_records(log_path(cfg, w, t, s))
+                    wrong = {tuple(r.config) for r in run if r.error_kind == "wrong_output"}  # failed the output check
+                    recs = sorted((r for r in run[: cfg.n_trial] if r.ok and tuple(r.config) not in wrong),
                                   key=lambda r: -r.gflops)
                     items += [(f"{t}|{s}", space.canonical(r.config)) for r in recs[:top]]
             if not items:
@@ -251,7 +258,7 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
     with open(os.path.join(cfg.out, "remeasure.json"), "w") as f:
         json.dump({"top": top, "rounds": rounds, "n_trial": cfg.n_trial, "statistic": "fastest", "gflops": out,
                    "gflops_median": out_median, "pytorch_gflops": refs, "pytorch_unreliable": unreliable,
-                   "threads": threads}, f, indent=1)
+                   "threads": threads, "timing_priority": priority}, f, indent=1)
     return out
 
 
@@ -476,7 +483,7 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
             per_task[w][t] = rows
     summary = _summary(cfg, per_task, lambda r: r)
     summary_against = {a: _summary(cfg, per_task, lambda r, a=a: r["against"].get(a, {})) for a in comparators}
-    from .threads import thread_count
+    from .threads import search_threads, thread_count
 
     threads = thread_count(cfg.target)
     logged_threads = sorted({int(r.threads) for w in cfg.workloads for t in cfg.tuners for s in cfg.seeds
@@ -503,7 +510,10 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
               "pytorch_unreliable": ref_flags,
               # threads: of the logged measurements (0 = runs before the count was set, on TVM's default of
               # half the cores, 1 here), of the side-by-side re-timing, and of the PyTorch reference
-              "threads": {"logged": logged_threads, "remeasured": rem_threads, "pytorch": threads},
+              # search: every tuner's search and cost model (release.threads.search_threads, the setting
+              # of this process; runs do not record it)
+              "threads": {"logged": logged_threads, "remeasured": rem_threads, "pytorch": threads,
+                          "search": search_threads()},
               "curves": {f"{w}|{t}|{s}": {"gflops": c.gflops.tolist(), "wall": c.wall.tolist()}
                          for (w, t, s), c in curves.items()}}
     os.makedirs(cfg.out, exist_ok=True)
@@ -587,8 +597,11 @@ def _threads_line(th: dict | None) -> str:
         return "Threads: not recorded (results written before thread counts were set: TVM ran on 1 thread here)"
     logged = ", ".join("1 (TVM's default, half the cores; count not recorded)" if n == 0 else str(n)
                        for n in th.get("logged", [])) or "-"
+    search = th.get("search")
+    search = (f"; every tuner's search and cost model {search} (RELEASE_SEARCH_THREADS when reported)"
+              if search else "; tuners' search threads not recorded")
     return (f"Threads: logged measurements {logged}; re-timed side by side {th.get('remeasured') or '-'}; "
-            f"PyTorch reference {th.get('pytorch')}")
+            f"PyTorch reference {th.get('pytorch')}{search}")
 
 
 def markdown(result: dict) -> str:

@@ -66,6 +66,15 @@ def register(subparsers) -> None:
     p.add_argument("--warm-start", default=None, metavar="AGENT_PT",
                    help="PPO tuners (release, release+, rl): start the agent from another task's *.agent.pt "
                         "(written beside every tuning log; same operator, as many knobs; None: a fresh agent)")
+    p.add_argument("--knowledge", default=None, metavar="DIR",
+                   help="knowledge base to start model-based tuners warm from and to add this run's records to "
+                        "(None: $RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge; read only when it holds "
+                        "records of this target)")
+    p.add_argument("--no-knowledge", action="store_true",
+                   help="neither read nor write a knowledge base (a cold start, AutoTVM's)")
+    p.add_argument("--local-search", action="store_true",
+                   help="model-based tuners: a Droplet-style local phase once the best stops improving for "
+                        "plan-size trials")
     _add_measure_args(p)
     p.add_argument("--no-check", action="store_true", help="skip checking the best kernel against the reference")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -105,12 +114,25 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("bench", help="benchmark tuners x workloads x seeds against AutoTVM's XGBTuner",
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--tier", default="quick",
-                   help="quick | baselines | ablation | paper | smoke (sets the defaults below)")
+                   help="operator tiers quick | baselines | ablation | paper | smoke; whole-model tiers model "
+                        "(resnet18, mobilenet_v2, bert-base-layer: release+, xgb, ms; hours) | model-smoke "
+                        "(tiny-cnn, a minute) (sets the defaults below)")
+    p.add_argument("--models", nargs="*", default=None,
+                   help="model tiers: built-in models to tune end to end (None: the tier's)")
+    p.add_argument("--checkpoints", type=int, default=None,
+                   help="model tiers: points of the latency-vs-wall-time curve, one every 1/N of the budget "
+                        "(None: the tier's, 4 for model)")
+    p.add_argument("--references", nargs="*", default=None,
+                   help="model tiers: reference lines among eager, torch.compile, onnxruntime (None: the tier's)")
+    p.add_argument("--retime", action="store_true",
+                   help="model tiers: compile and time the checkpoints again instead of reading checkpoints.json")
     p.add_argument("--workloads", nargs="*", default=None, help="registered workloads (None: the tier's)")
     p.add_argument("--tuners", nargs="*", default=None, help="tuner names as in `release tune` (None: the tier's)")
     p.add_argument("--seeds", nargs="*", type=int, default=None, help="one run per seed (None: the tier's)")
-    p.add_argument("--n-trial", type=int, default=None, help="measurements per run (None: the tier's)")
-    p.add_argument("--target", default="llvm", help="TVM target: a kind, a tag or a JSON dict")
+    p.add_argument("--n-trial", type=_trials_arg, default=None,
+                   help="measurements per run (None: the tier's); model tiers: per model, N or MODEL=N[,MODEL=N]")
+    p.add_argument("--target", default=None, help="TVM target: a kind, a tag or a JSON dict (None: llvm; model "
+                                                  "tiers: llvm with num-cores = the usable cores)")
     p.add_argument("--out", default=None, help="results folder (None: benchmarks/results/<tier>)")
     p.add_argument("--logs", default=None, help="per-run logs, shared by tiers (None: benchmarks/results/logs, "
                    "or OUT/logs when --out is given)")
@@ -191,6 +213,17 @@ def cmd_tune(args) -> int:
     option["runner"].check_device(task.target)  # before the (slow on CUDA) knob space is built
     kwargs = {k: v for k, v in (("plan_size", args.plan_size), ("feature_type", args.feature_type),
                                  ("loss_type", args.loss_type), ("warm_start", args.warm_start)) if v is not None}
+    from .tuners.model_based import ModelBasedTuner
+
+    kdir, krecs = _knowledge_for(args, task)
+    model_based = args.tuner in ("xgb", "sa-as", "rl", "release", "release+")
+    if model_based and krecs:
+        kwargs["knowledge"] = krecs
+    if args.local_search:
+        if not model_based:
+            raise TunerError(f"--local-search applies to model-based tuners (xgb, sa-as, rl, release, release+), "
+                             f"not {args.tuner!r}")
+        kwargs["local_search"] = True
     tuner = get_tuner(args.tuner, task, seed=args.seed, **kwargs)
     space = task.config_space
     print(f"task     {task.name}: {task.flop / 1e9:.3f} GFLOP, target {task.target_json}, kernels timed on "
@@ -198,29 +231,85 @@ def cmd_tune(args) -> int:
     print(f"space    {len(space.spaces)} design spaces, {space.n_knobs} knobs, {space.size:.3g} configs")
     print(f"tuner    {args.tuner}, {args.n_trial} trials, seed {args.seed}, log {log}"
           + (f" (resuming {len(previous)} records)" if previous else ""))
-    from .tuners.model_based import ModelBasedTuner
+    if kdir is not None:
+        from .knowledge.use import describe_knowledge
 
-    if isinstance(tuner, ModelBasedTuner) and args.n_trial <= tuner.plan_size:
+        n_rec, n_wl = describe_knowledge(krecs)
+        if not n_rec:
+            what = "no records of this target yet (cold start)"
+        elif model_based and getattr(tuner.cost_model, "warm", False):
+            what = f"starting warm from {n_rec} records of {n_wl} workloads on this target"
+        else:
+            what = f"{n_rec} records of {n_wl} workloads on this target (not used by {args.tuner})"
+        print(f"knowledge {kdir}: {what}; this run's records are added to it")
+    if isinstance(tuner, ModelBasedTuner) and args.n_trial <= tuner.plan_size and not getattr(
+            tuner.cost_model, "warm", False):
         print(f"note     {args.tuner} measures {tuner.plan_size} random configs before its cost model guides a trial "
               f"(AutoTVM's warm-up): with --n-trial {args.n_trial} this run is random search; raise --n-trial "
               f"above {tuner.plan_size} or lower --plan-size")
     callbacks = [log_to_file(log)]
+    if kdir is not None:
+        from .knowledge.use import log_to_knowledge
+
+        callbacks.append(log_to_knowledge(kdir))
     if args.database:
         callbacks.append(log_to_database(args.database))
     if not args.no_progress:
         callbacks.append(progress_bar(total=args.n_trial))
-    tuner.tune(args.n_trial, option, early_stopping=args.early_stopping, callbacks=callbacks)
+    try:
+        tuner.tune(args.n_trial, option, early_stopping=args.early_stopping, callbacks=callbacks)
+    finally:  # the worker pools end with the command (also when it runs in a caller's process)
+        option["builder"].close()
+        option["runner"].close()
     wall = time.time() - t_start
+    session = tuner.session
+    if session.rejections:
+        n = sum(c for c, _ in session.rejections.values())
+        print(f"rejected {n} invalid configs (not built, not trials; summary appended to "
+              f"{getattr(tuner, 'rejections_path', 'the log')}):")
+        for line in session.rejection_summary()[:5]:
+            print(f"         {line}")
     if tuner.best_config is None:
-        print(f"no config ran successfully in {tuner.trials} trials; see error_msg in {log}", file=sys.stderr)
+        if session.wrong:
+            print(f"no config gave the reference's output in {tuner.trials} trials ({len(session.wrong)} ran but were "
+                  f"wrong: error_kind wrong_output in {log})", file=sys.stderr)
+        else:
+            print(f"no config ran successfully in {tuner.trials} trials; see error_msg in {log}", file=sys.stderr)
         return 1
     print(f"best     {tuner.best_cost * 1e3:.4f} ms, {tuner.best_gflops:.2f} GFLOPS after {tuner.trials} trials "
           f"({wall:.1f} s wall: search {tuner.time_search:.1f} s, fit {tuner.time_fit:.1f} s, "
           f"measure {tuner.time_measure:.1f} s)")
     print(f"config   {json.dumps(space.describe(tuner.best_config))}")
+    ks = getattr(tuner, "cost_model", None) and getattr(tuner.cost_model, "knowledge", None)
+    if ks is not None:  # what the transfer model was trained on (subsampled, unusable workloads skipped)
+        print(f"knowledge used {len(ks)} records of {len(set(ks.workloads))} workloads ({ks.seconds:.1f} s to "
+              f"featurize)" + (f"; {len(ks.skipped)} workloads skipped, e.g. {next(iter(ks.skipped.items()))[0]}: "
+                 f"{next(iter(ks.skipped.values()))}" if ks.skipped else ""))
     rc = 0 if args.no_check or task.target.kind.name != "llvm" else _check_best(task, log)
     _print_usage(args, task, log)
     return rc
+
+
+def _knowledge_for(args, task):
+    """``(folder, records of the task's target)`` of ``--knowledge`` / ``--no-knowledge``; ``(None, [])``
+    when disabled (``--no-knowledge`` or ``RELEASE_KNOWLEDGE=off``).
+
+    Raises
+    ------
+    KnowledgeError
+        ``--knowledge`` names a file, or the base holds a shard of an unreadable format version.
+    """
+    from .knowledge import knowledge_dir
+    from .knowledge.use import knowledge_records
+
+    if args.no_knowledge:
+        if args.knowledge is not None:
+            raise TunerError(f"--knowledge {args.knowledge} and --no-knowledge contradict each other; give one")
+        return None, []
+    kdir = knowledge_dir(args.knowledge)
+    if kdir is None:
+        return None, []
+    return kdir, knowledge_records(kdir, task)
 
 
 def _print_usage(args, task, log) -> None:
@@ -281,7 +370,7 @@ def cmd_tune_model(args) -> int:
     t0 = time.time()
     print(f"model    importing {args.model} and extracting its tasks (building each knob space)...", flush=True)
     model = M.load_model(args.model)
-    tasks = M.extract_tasks(model, target, layout=args.layout)
+    tasks = M.extract_tasks(model, target, progress=not args.no_progress, layout=args.layout)
     total = sum(t.flop * t.weight for t in tasks) or 1.0
     print(f"model    {model.name}: {len(tasks)} tunable tasks, {total / 1e9:.2f} GFLOP per inference "
           f"({time.time() - t0:.1f} s to extract); weights "
@@ -310,56 +399,121 @@ def cmd_tune_model(args) -> int:
         res = M.tune_model(tasks, args.n_trial, log, tuner=args.tuner, scheduler=args.scheduler,
                            measure_option=option, seed=args.seed, progress=not args.no_progress, tuner_kwargs=kwargs)
         option["builder"].close()
-    print(f"{'task':<48} {'weight':>6} {'FLOP %':>6} {'trials':>6} {'best ms':>9} {'GFLOPS':>8}")
-    for row, t in zip(res.table(), tasks):
-        print(f"{row['task'][:48]:<48} {row['weight']:>6} {100 * t.flop * t.weight / total:>6.1f} {row['trials']:>6} "
-              f"{row['best_ms']:>9.4f} {row['gflops']:>8.2f}")
+    # tasks in tuning order (largest share of the end-to-end latency first); "latency %" = weight x measured
+    # best latency over the sum (tasks without a measurement estimated from their FLOPs: model.latency_shares)
+    print(f"{'task':<48} {'weight':>6} {'FLOP %':>6} {'latency %':>9} {'trials':>6} {'best ms':>9} {'GFLOPS':>8}")
+    for row in res.table():
+        print(f"{row['task'][:48]:<48} {row['weight']:>6} {100 * row['flop_share']:>6.1f} "
+              f"{100 * row['latency_share']:>9.1f} {row['trials']:>6} {row['best_ms']:>9.4f} {row['gflops']:>8.2f}")
     untuned = sum(1 for row in res.table() if row["trials"] == 0)
     if untuned:
         print(f"budget   {untuned} of {len(tasks)} tasks got no trial (TVM's default schedule); "
               f"--n-trial {chunk * len(tasks)} or more covers every task once")
     print("compile  the tuned model (compile_relax with the log's best records)...", flush=True)
     db = apply_history_best(log).database(tasks)
-    ex = M.compile_model(model, target, db, layout=args.layout)
+    ex = M.compile_model(model, target, db, progress=not args.no_progress, layout=args.layout)
     lib = os.path.splitext(log)[0] + ".so"
     ex.export_library(lib)
     tuned = M.evaluate(model, ex, threads=threads)
     print(f"tuned    {tuned['latency_ms']:.3f} ms end to end on {tuned['threads']} threads (ReLeASE {args.tuner}, "
           f"{args.n_trial} trials, {res.wall_s:.0f} s tuning); output matches the reference "
           f"(max abs error {tuned['max_abs_err']:.1e})")
+    prog = not args.no_progress
+    steps = [c for c in ("untuned", "ms", "torch") if c in compare]
+    if steps:  # the comparisons: a bar over them (elapsed, estimated time left), and each long one its own
+        print(f"compare  {', '.join(steps)}" + (f" (ms: MetaSchedule tunes {args.n_trial} trials, as long as the "
+                                              f"tuning above took, {res.wall_s:.0f} s, or longer)"
+                                              if "ms" in steps else ""), flush=True)
+    bar = None
+    if prog and steps:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(steps), desc="compare", unit="step", dynamic_ncols=True)
     if "untuned" in compare:
-        un = M.evaluate(model, M.compile_model(model, target), check=False, threads=threads)
-        print(f"untuned  {un['latency_ms']:.3f} ms on {un['threads']} threads (TVM default schedules)")
+        un = M.evaluate(model, M.compile_model(model, target, progress=prog), check=False, threads=threads)
+        print(f"untuned  {un['latency_ms']:.3f} ms on {un['threads']} threads (TVM default schedules)", flush=True)
+        if bar is not None:
+            bar.update(1)
     if "ms" in compare:
         import tempfile
 
         work = tempfile.mkdtemp(prefix="release-ms-")
         msdb, ms_wall = M.tune_with_metaschedule(model, target, args.n_trial, work, number=args.number,
                                                  repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
-                                                 n_parallel=args.n_parallel, seed=args.seed)
-        msr = M.evaluate(model, M.compile_model(model, target, msdb), check=False, threads=threads)
+                                                 n_parallel=args.n_parallel, seed=args.seed, progress=prog)
+        msr = M.evaluate(model, M.compile_model(model, target, msdb, progress=prog), check=False, threads=threads)
         print(f"ms       {msr['latency_ms']:.3f} ms on {msr['threads']} threads (MetaSchedule tune_relax, "
-              f"{args.n_trial} trials, {ms_wall:.0f} s tuning)")
+              f"{args.n_trial} trials, {ms_wall:.0f} s tuning)", flush=True)
+        if bar is not None:
+            bar.update(1)
     if "torch" in compare:
         ref = M.torch_reference(model, threads=threads)
         print(f"torch    {ref.describe() if ref else 'n/a (no PyTorch module)'} (PyTorch eager, same CPU)")
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
     print(f"deploy   {lib} (weights packed in): import tvm; from tvm import relax; "
           f"vm = relax.VirtualMachine(tvm.runtime.load_module({lib!r}), tvm.cpu()); out = vm['main'](*inputs)")
     print(f"         run with TVM_NUM_THREADS={threads}; the log {log} resumes with the same command")
     return 0
 
 
+def _trials_arg(text: str):
+    """``--n-trial``: an integer, or MODEL=N[,MODEL=N] (model tiers); argparse turns the error into one line."""
+    from .bench_model import parse_trials
+
+    try:
+        return parse_trials(text)
+    except TunerError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _bench_command() -> str:
+    """The command that reproduces the results (runs, resumes or skips, then reports)."""
+    argv = [a for a in sys.argv[1:] if a not in ("--report-only", "--no-progress")]
+    return "release " + " ".join(argv) if sys.argv and sys.argv[0].endswith("release") else \
+        "release bench " + " ".join(argv[1:])
+
+
+def cmd_bench_model(args) -> int:
+    """``release bench --tier model | model-smoke``: whole models (:mod:`release.bench_model`)."""
+    from . import bench_model
+
+    ignored = [f"--{k.replace('_', '-')}" for k in ("workloads", "logs", "baseline", "against", "layout", "prepack")
+               if getattr(args, k) not in (None, False)] + (["--remeasure"] if args.remeasure else [])
+    if ignored:
+        raise TunerError(f"{' '.join(ignored)}: operator-tier options; the model tiers take --models, --tuners, "
+                         "--seeds, --n-trial, --checkpoints, --references, --target, --out, --retime")
+    cfg = bench_model.ModelBenchConfig.from_tier(args.tier, models=args.models, tuners=args.tuners, seeds=args.seeds,
+                                                 n_trial=args.n_trial, checkpoints=args.checkpoints,
+                                                 references=args.references, target=args.target, out=args.out)
+    command = _bench_command()
+    if not args.report_only:
+        bench_model.run(cfg, progress=not args.no_progress)
+    res = bench_model.report(cfg, command=command, retime=args.retime, progress=not args.no_progress)
+    print(bench_model.markdown(res))
+    print(f"results in {cfg.out}/ (results.json, table.md, curves.png, checkpoints.json; logs in {cfg.logs}/)")
+    return 0
+
+
 def cmd_bench(args) -> int:
     from . import bench
+    from .bench_model import MODEL_TIERS
 
+    if args.tier in MODEL_TIERS:
+        return cmd_bench_model(args)
+    if isinstance(args.n_trial, dict):
+        raise TunerError(f"--n-trial {args.n_trial}: per-model budgets are for the model tiers; give an integer")
+    bad = [f"--{k}" for k in ("models", "checkpoints", "references") if getattr(args, k) is not None] + \
+        (["--retime"] if args.retime else [])
+    if bad:
+        raise TunerError(f"{' '.join(bad)}: options of the model tiers ({', '.join(MODEL_TIERS)}), not of {args.tier!r}")
     cfg = bench.BenchConfig.from_tier(args.tier, workloads=args.workloads, tuners=args.tuners, seeds=args.seeds,
-                                      n_trial=args.n_trial, target=args.target, out=args.out,
+                                      n_trial=args.n_trial, target=args.target or "llvm", out=args.out,
                                       logs=args.logs, baseline=args.baseline, against=args.against,
                                       layout=args.layout, prepack=args.prepack)
-    # the command that reproduces the results (runs, resumes or skips, then reports)
-    argv = [a for a in sys.argv[1:] if a not in ("--report-only", "--no-progress")]
-    command = "release " + " ".join(argv) if sys.argv and sys.argv[0].endswith("release") else \
-        "release bench " + " ".join(argv[1:])
+    command = _bench_command()
     if not args.report_only:
         bench.run(cfg, progress=not args.no_progress)
     if args.remeasure:

@@ -350,7 +350,8 @@ def prepare(mod, params: dict, target, prepack: bool = False, layout: str | None
         return tvm.transform.Sequential(_fuse_passes(target, prepack, layout))(mod)
 
 
-def extract_tasks(model: Model, target, prepack: bool | None = None, layout: str | None = None) -> list:
+def extract_tasks(model: Model, target, prepack: bool | None = None, progress: bool = False,
+                  layout: str | None = None) -> list:
     """Tuning tasks of ``model`` (MetaSchedule's Relax task extraction), heaviest first.
 
     Parameters
@@ -358,6 +359,9 @@ def extract_tasks(model: Model, target, prepack: bool | None = None, layout: str
     prepack : bool, optional
         Weights layout-free (pre-packed by the tuned schedules); default :func:`default_prepack`.
         Compile with the same value (:func:`compile_model`).
+    progress : bool
+        A tqdm bar over the extracted tasks while their knob spaces are built (the slow part:
+        seconds per task), with its estimate of the remaining time. Default False.
     layout : str, optional
         conv2d layout: ``"NCHW"`` (default: as imported), ``"NCHWc"`` (channel blocks = the
         target's vector lanes, 8 with AVX2, 16 with AVX-512; a smaller block where the channels do
@@ -387,7 +391,12 @@ def extract_tasks(model: Model, target, prepack: bool | None = None, layout: str
     prepack = default_prepack(model, target) if prepack is None else bool(prepack)
     mod = prepare(model.mod, model.params, target, prepack=prepack, layout=layout)
     tasks = []
-    for et in ms.relax_integration.extract_tasks(mod, target):
+    extracted = list(ms.relax_integration.extract_tasks(mod, target))
+    if progress:
+        from tqdm.auto import tqdm
+
+        extracted = tqdm(extracted, desc="extract", unit="task", dynamic_ncols=True)
+    for et in extracted:
         t = Task(et.dispatched[0], target, name=f"{model.name}.{et.task_name}", weight=int(et.weight))
         try:
             t.config_space  # noqa: B018 - builds the space; drops knob-less tasks
@@ -399,6 +408,47 @@ def extract_tasks(model: Model, target, prepack: bool | None = None, layout: str
     return tasks
 
 
+def latency_shares(tasks: list, tuners: dict | None = None) -> np.ndarray:
+    """Each task's share of the end-to-end latency, ``weight x latency`` over the sum.
+
+    A task with a measured best uses it (``tuners[task.key].best_cost``); a task without one is
+    estimated as ``flop / r``, where ``r`` is the throughput (FLOP/s, weighted) the measured tasks
+    reach; with nothing measured this is the FLOP share ``weight x flop`` (the estimate before
+    tuning). This is the objective of Ansor / MetaSchedule's gradient task scheduler
+    (``sum_i weight_i * best_latency_i``), split per task.
+
+    Parameters
+    ----------
+    tasks : list[Task]
+        ``weight`` (runs per inference) and ``flop`` (per run).
+    tuners : dict, optional
+        ``task.key -> tuner`` (``best_config``, ``best_cost`` in seconds); default none measured.
+
+    Returns
+    -------
+    np.ndarray
+        Shape ``(len(tasks),)``, in [0, 1], summing to 1 (all zeros for tasks of no FLOPs and no
+        measurement).
+    """
+    tuners = tuners or {}
+    w = np.array([float(t.weight) for t in tasks])
+    flop = np.array([float(t.flop) for t in tasks])
+    lat = np.full(len(tasks), np.nan)
+    for i, t in enumerate(tasks):
+        tu = tuners.get(t.key)
+        if tu is not None and tu.best_config is not None and np.isfinite(tu.best_cost) and tu.best_cost > 0:
+            lat[i] = tu.best_cost
+    have = np.isfinite(lat)
+    if have.any() and (w[have] * lat[have]).sum() > 0 and (w[have] * flop[have]).sum() > 0:
+        rate = (w[have] * flop[have]).sum() / (w[have] * lat[have]).sum()
+        est = np.where(have, lat, flop / rate)
+    else:
+        est = flop
+    cost = w * np.nan_to_num(est)
+    total = cost.sum()
+    return cost / total if total > 0 else np.zeros(len(tasks))
+
+
 @dataclass
 class TuneModelResult:
     """Outcome of :func:`tune_model`: per-task best records and time split."""
@@ -408,10 +458,15 @@ class TuneModelResult:
     wall_s: float = 0.0
 
     def table(self) -> list[dict]:
+        """One row per task, in tuning order: ``task``, ``weight``, ``gflop``, ``flop_share`` and
+        ``latency_share`` (fractions, :func:`latency_shares`), ``trials``, ``best_ms``, ``gflops``."""
         rows = []
-        for t in self.tasks:
+        flop_share = latency_shares(self.tasks)
+        lat_share = latency_shares(self.tasks, self.tuners)
+        for t, fs, ls in zip(self.tasks, flop_share, lat_share):
             tu = self.tuners.get(t.key)
-            rows.append(dict(task=t.name, weight=t.weight, gflop=t.flop / 1e9, trials=tu.trials if tu else 0,
+            rows.append(dict(task=t.name, weight=t.weight, gflop=t.flop / 1e9, flop_share=float(fs),
+                             latency_share=float(ls), trials=tu.trials if tu else 0,
                              best_ms=(tu.best_cost * 1e3 if tu and tu.best_config else float("nan")),
                              gflops=(tu.best_gflops if tu else 0.0)))
         return rows
@@ -425,7 +480,8 @@ def default_chunk(n_parallel: int) -> int:
 
 def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", scheduler: str = "gradient",
                measure_option: dict | None = None, chunk: int | None = None, seed: int = 0,
-               progress: bool = True, tuner_kwargs: dict | None = None) -> TuneModelResult:
+               progress: bool = True, tuner_kwargs: dict | None = None,
+               callbacks: list | None = None) -> TuneModelResult:
     """Tune ``tasks`` with a total budget of ``n_trial`` measurements, resumable from ``log``.
 
     Parameters
@@ -443,6 +499,12 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
         ``"round-robin"`` or ``"gradient"`` (Ansor / MetaSchedule's gradient-based scheduler).
     chunk : int, optional
         Trials given to a task per scheduling step (default: the builder's ``n_parallel`` x 4, at least 8).
+    progress : bool
+        A tqdm bar over the whole budget (trials done, elapsed, estimated time left; the task
+        tuned now, its best and its latency share). Default True.
+    callbacks : list, optional
+        Further tuner callbacks (:class:`release.callback.Callback`), given every task's results
+        after the log's.
 
     Notes
     -----
@@ -450,6 +512,12 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     that share one measure option (worker pools) and one log: each step gives ``chunk`` trials
     to the task the scheduler picks and runs that task's session (ask -> measure -> tell) with
     the task's measurer, made once.
+
+    Tasks are tuned in the order of their share of the end-to-end latency
+    (:func:`latency_shares`): the measured ``weight x best latency`` of the tasks the log already
+    has records of, the FLOP share (``weight x flop``) standing in for the others. The scheduler's
+    first round follows that order, so a budget short of one round per task reaches the tasks that
+    cost the model most; the returned result lists the tasks in that order.
     """
     from .errors import TunerError
     from .measure import Measurer
@@ -471,6 +539,11 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     tuners = {t.key: get_tuner(tuner, t, seed=seed, **(tuner_kwargs or {})) for t in tasks}
     for t in tasks:  # resume every task's session from the records read above
         tuners[t.key].load_history(logcb.records(t))
+    # heaviest share of the end-to-end latency first (measured where the log has data, FLOPs elsewhere)
+    shares = latency_shares(tasks, tuners)
+    order = sorted(range(len(tasks)), key=lambda i: -shares[i])
+    tasks = [tasks[i] for i in order]
+    share_of = {t.key: float(shares[i]) for t, i in zip(tasks, order)}
     measurers: dict = {}
     sched = make_scheduler(scheduler, tasks, seed=seed)
     used = sum(tu.trials for tu in tuners.values())
@@ -491,14 +564,14 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
             want = min(chunk, n_trial - used)
             if task.key not in measurers:
                 measurers[task.key] = Measurer(task, opt)
-            tu.tune(tu.trials + want, measurers[task.key], callbacks=[logcb], resume=False)
+            tu.tune(tu.trials + want, measurers[task.key], callbacks=[logcb, *(callbacks or [])], resume=False)
             gained = tu.trials - before
             used += gained
             sched.observe(i, tu)
             if bar is not None:
                 bar.update(gained)
                 bar.set_postfix_str(f"{task.name}: {tu.trials} trials, best {tu.best_cost * 1e3:.3f} ms, "
-                                    f"weight {task.weight}")
+                                    f"weight {task.weight}, {100 * share_of[task.key]:.0f}% of the latency")
             if gained == 0:
                 sched.exhausted(i)
     finally:
@@ -510,7 +583,8 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     return TuneModelResult(tasks, tuners, time.time() - t0)
 
 
-def compile_model(model: Model, target, database=None, prepack: bool | None = None, layout: str | None = None):
+def compile_model(model: Model, target, database=None, prepack: bool | None = None, progress: bool = False,
+                  layout: str | None = None):
     """Compile ``model`` with the tuned functions of ``database`` (the rest scheduled by TVM's
     defaults); ``database=None`` gives the untuned build.
 
@@ -526,6 +600,9 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
     prepack : bool, optional
         As the tasks were extracted (:func:`extract_tasks`); default :func:`default_prepack`.
         A database written without pre-packing applies with ``prepack=False``.
+    progress : bool
+        A tqdm bar over the compile's stages (fuse, apply the database, layout rewrite, lower,
+        code generation), with the time spent and tqdm's estimate of the time left. Default False.
     layout : str, optional
         As the tasks were extracted (default NCHW). The blocked model keeps NCHW inputs and outputs;
         only the boundaries of its blocked region transform activations, the weights are transformed
@@ -562,18 +639,41 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
                  relax.transform.ComputePrimValue(), relax.transform.VMShapeLower(),
                  relax.transform.AttachGlobalSymbol()]
 
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=5 if prepack else 4, desc="compile", unit="stage", dynamic_ncols=True)
+
+    def _stage(name: str) -> None:
+        if bar is not None:
+            bar.set_postfix_str(name)
+            bar.update(1)
+
     @tvm.transform.module_pass(opt_level=3)
     def _pipeline(mod, _ctx):
         mod = tvm.transform.Sequential(_fuse_passes(target, prepack, layout))(mod)
+        _stage("fused")
         mod = MetaScheduleApplyDatabase()(mod)
-        mod = tvm.transform.Sequential(post)(mod)
-        return tvm.transform.Sequential(lower)(mod)
+        _stage("database applied")
+        if post:
+            mod = tvm.transform.Sequential(post)(mod)
+            _stage("weights pre-packed")
+        mod = tvm.transform.Sequential(lower)(mod)
+        _stage("lowered; generating code")
+        return mod
 
     mod = model.mod
     if model.params:
         mod = relax.transform.BindParams("main", model.params)(mod)
-    with target, db, tvm.transform.PassContext(opt_level=3):
-        return relax.build(mod, target=target, relax_pipeline=_pipeline)
+    try:
+        with target, db, tvm.transform.PassContext(opt_level=3):
+            ex = relax.build(mod, target=target, relax_pipeline=_pipeline)
+        _stage("built")
+        return ex
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def evaluate(model: Model, executable, number: int = 10, repeat: int = 5, check: bool = True,
@@ -590,7 +690,8 @@ def evaluate(model: Model, executable, number: int = 10, repeat: int = 5, check:
     Returns
     -------
     dict
-        ``latency_ms`` (median of ``repeat`` means of ``number`` runs), ``max_abs_err``,
+        ``latency_ms`` (median of ``repeat`` means of ``number`` runs), ``fastest_ms`` (the fastest
+        of them, the statistic of :func:`release.reference.time_torch`), ``max_abs_err``,
         ``threads`` (TVM's runtime thread count during the timing).
 
     Raises
@@ -621,7 +722,8 @@ def evaluate(model: Model, executable, number: int = 10, repeat: int = 5, check:
                 raise ReleaseError(f"{model.name}: compiled output differs from the reference (max abs error {err:.3g})")
     timer = vm.time_evaluator("main", dev, number=number, repeat=repeat)
     res = timer(*args)
-    return {"latency_ms": float(np.median(res.results)) * 1e3, "max_abs_err": err, "threads": runtime_threads()}
+    return {"latency_ms": float(np.median(res.results)) * 1e3, "fastest_ms": float(np.min(res.results)) * 1e3,
+            "max_abs_err": err, "threads": runtime_threads()}
 
 
 def torch_latency_ms(model: Model, number: int = 10, repeat: int = 7, threads: int | None = None) -> float:
@@ -667,11 +769,30 @@ def _flatten(out) -> list[np.ndarray]:
 
 def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, number: int = 4, repeat: int = 3,
                            min_repeat_ms: int = 50, n_parallel: int | None = None, seed: int = 0,
-                           prepack: bool | None = None):
+                           prepack: bool | None = None, progress: bool = False, trial_log: str | None = None,
+                           num_trials_per_iter: int | None = None):
     """MetaSchedule's own ``tune_relax`` (evolutionary search, XGBoost model, gradient scheduler)
     with the same total budget, the fast build function and the same evaluator settings, on the
     target's threads, with weights pre-packed as TVM recommends for a CPU (``prepack``, default
     :func:`default_prepack`; compile its database with the same value).
+
+    Parameters
+    ----------
+    progress : bool
+        A tqdm bar over the ``n_trial`` budget (trials measured, elapsed, estimated time left),
+        advanced by a measure callback after each of MetaSchedule's batches. Default False.
+    trial_log : str, optional
+        JSON-lines file appended (and flushed) after each batch: ``elapsed_s`` since tuning
+        started, ``trials`` measured so far, ``records`` in the database (its
+        ``database_tuning_record.json`` lines), ``task_id``. The model benchmark tier reads it to
+        place the database's first records on the wall-time axis. Default none.
+    num_trials_per_iter : int, optional
+        Candidates per MetaSchedule iteration. Default None: ``n_trial / (4 x tasks)`` clipped to
+        [8, 64], so a small budget still reaches every task; give 64 for ``tune_relax``'s own default.
+
+    The callbacks are MetaSchedule's defaults (``MeasureCallback.create("default")``) followed by
+    the bookkeeping one above, and the database is the ``JSONDatabase`` in ``work_dir`` that
+    ``tune_relax`` would make itself: the search is MetaSchedule's default.
 
     Returns
     -------
@@ -698,9 +819,50 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
         number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False),
         initializer=functools.partial(init_runner, thread_count(target)))  # the target's threads, as ours
     n_tasks = max(1, len(ms.relax_integration.extract_tasks(mod, target)))
-    per_iter = int(min(64, max(8, n_trial // (4 * n_tasks))))  # so a small budget still reaches every task
+    per_iter = int(num_trials_per_iter or min(64, max(8, n_trial // (4 * n_tasks))))  # small budgets reach every task
+    os.makedirs(work_dir, exist_ok=True)
+    database = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")  # tune_relax's "json"
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n_trial, desc="ms", unit="trial", dynamic_ncols=True)
     t0 = time.time()
-    db = ms.relax_integration.tune_relax(mod, None, target, work_dir, max_trials_global=n_trial,
-                                         num_trials_per_iter=per_iter, builder=builder, runner=runner, seed=seed)
+    callbacks = list(ms.measure_callback.MeasureCallback.create("default"))
+    callbacks.append(_trial_callback(t0, database, bar, trial_log))
+    try:
+        db = ms.relax_integration.tune_relax(mod, None, target, work_dir, max_trials_global=n_trial,
+                                             num_trials_per_iter=per_iter, builder=builder, runner=runner,
+                                             database=database, measure_callbacks=callbacks, seed=seed)
+    finally:
+        if bar is not None:
+            bar.close()
     return db, time.time() - t0
+
+
+def _trial_callback(t0: float, database, bar, trial_log: str | None):
+    """A MetaSchedule measure callback: advance ``bar`` and append one line to ``trial_log`` per
+    measured batch (see :func:`tune_with_metaschedule`)."""
+    import json
+
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    @derived_object
+    class _Trials(PyMeasureCallback):
+        def __init__(self):
+            self.trials = 0
+
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+            n = len(measure_candidates)
+            self.trials += n
+            if bar is not None:
+                bar.update(n)
+            if trial_log:
+                with open(trial_log, "a", encoding="utf-8") as f:
+                    f.write(json.dumps({"elapsed_s": time.time() - t0, "trials": self.trials,
+                                        "records": int(len(database)), "task_id": int(task_id)}) + "\n")
+                    f.flush()
+
+    return _Trials()
 

@@ -7,6 +7,10 @@
   ``sum_i weight_i * best_latency_i`` the most. A task's gradient combines the recent slope of
   its best latency over the last ``window_size`` chunks (backward) with the optimistic
   ``-best/trials`` (forward), weighted ``alpha`` : ``1 - alpha``; 5% of picks are random.
+  Tasks whose tuner reports ``flattened`` (issue 17: a model-based tuner with ``patience``
+  trials without a new best and no local phase left, :attr:`release.tuners.model_based.ModelBasedTuner.flattened`)
+  are passed over while any other task is still improving, so their budget goes to those tasks;
+  when every task has flattened, all compete again.
 """
 
 from __future__ import annotations
@@ -68,6 +72,9 @@ class GradientBased(RoundRobin):
         if self.warm < self.n:  # one round over every task first
             self.warm += 1
             return super().next_task(tuners, alive)
+        improving = [i for i in alive if not getattr(tuners[i], "flattened", False)]
+        if improving:  # a flattened task hands its budget to tasks still improving
+            alive = improving
         if self.rng.random() < self.eps:
             return int(self.rng.choice(alive))
         best_i, best_g = alive[0], np.inf

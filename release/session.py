@@ -30,6 +30,10 @@ Life of one round
 :meth:`resume` ``(records)`` is :meth:`tell` over stored records of the task (a resumed run's
 rounds continue from the last stored round).
 
+After the rounds, :meth:`verify_best` checks the best config's output against the task's reference
+(:class:`release.check.OutputChecker`); a wrong one becomes a ``wrong_output`` result (logged, never
+a best) and the next best is checked instead (issue 19 item 18).
+
 The proposer is any object with ``has_next() -> bool``, ``next_batch(n) -> list[config]``,
 ``update(configs, results)`` and an integer ``rounds`` (cost-model refits so far):
 :class:`release.tuners.Tuner` and its subclasses.
@@ -38,10 +42,11 @@ The proposer is any object with ``has_next() -> bool``, ``next_batch(n) -> list[
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Callable, Sequence
 
-from .errors import InvalidConfigError
+from .errors import InvalidConfigError, TunerError
 from .measure.measure import ErrorKind, MeasureResult
 
 logger = logging.getLogger(__name__)
@@ -74,6 +79,15 @@ class TuningSession:
         the results observed).
     round_base : int
         Last round of the resumed records (a resumed run's rounds continue from it).
+    rejections : dict[str, list]
+        Invalid configs by kind of reason (:func:`rejection_kind`): ``kind -> [count, first
+        message]``, in the order first seen; :meth:`rejection_summary` prints them.
+    stop_reason : str
+        Why the last :meth:`run` stopped: ``"n_trial"``, ``"early_stopping"``, ``"exhausted"``
+        (every config of the space visited), ``"no_new_config"`` (the proposer proposed nothing
+        new), ``"rejections"`` (``max_rejected`` invalid configs in a row) or ``""`` (not run).
+    verified : bool or None
+        Whether :meth:`verify_best` checked the current best's output (None: not checked).
     """
 
     def __init__(self, task, proposer):
@@ -92,6 +106,12 @@ class TuningSession:
         self.round_base = 0
         self._pending_fit = 0.0  # fit time of the last tell, shared out over the next ask's configs
         self._asked: dict[tuple, tuple[float, float, int]] = {}  # config -> (search_s, fit_s, round)
+        self._ok_costs: dict[tuple, float] = {}  # successfully measured config -> mean cost (s)
+        self.wrong: set[tuple] = set()  # configs whose output failed the reference check
+        self.rejections: dict[str, list] = {}
+        self.rejected_in_a_row = 0
+        self.stop_reason = ""
+        self.verified: bool | None = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -140,22 +160,50 @@ class TuningSession:
         """Book one result the moment it completes: visited, trial count and best.
 
         A result of a config handed out by :meth:`ask` gets that config's ``search_s``,
-        ``fit_s`` and ``round``. An ``invalid`` result marks its config visited and is no trial.
+        ``fit_s`` and ``round``. An ``invalid`` result marks its config visited and is no trial
+        (its reason is counted in :attr:`rejections`). A ``wrong_output`` result of a config
+        already measured is no new trial: it takes the config out of the running for the best
+        (the next fastest becomes the best).
         """
         config = tuple(result.config)
         stamp = self._asked.pop(config, None)
         if stamp is not None:
             result.search_s, result.fit_s, result.round = stamp
+        seen = config in self.visited
         self.visited.add(config)
         self.time_measure += result.measure_s
         if result.error_kind == ErrorKind.INVALID:
+            kind = rejection_kind(result.error_msg)
+            entry = self.rejections.setdefault(kind, [0, result.error_msg])
+            entry[0] += 1
+            self.rejected_in_a_row += 1
+            return
+        self.rejected_in_a_row = 0
+        if result.error_kind == ErrorKind.WRONG_OUTPUT:
+            self.wrong.add(config)
+            self._ok_costs.pop(config, None)
+            if not seen:
+                self.trials += 1
+            if config == self.best_config:
+                self._recompute_best()
             return
         self.trials += 1
-        if result.ok:
+        if result.ok and config not in self.wrong:
+            self._ok_costs[config] = result.mean_cost
             flops = self.task.flop / result.mean_cost if result.mean_cost > 0 else 0.0
             if flops > self.best_flops:
                 self.best_flops, self.best_cost = flops, result.mean_cost
                 self.best_config, self.best_iter = config, self.trials
+                self.verified = None
+
+    def _recompute_best(self) -> None:
+        """Best = fastest config in :attr:`_ok_costs` (after the best was found wrong)."""
+        self.best_config, self.best_flops, self.best_cost, self.verified = None, 0.0, float("inf"), None
+        if self._ok_costs:
+            config = min(self._ok_costs, key=self._ok_costs.__getitem__)
+            cost = self._ok_costs[config]
+            self.best_config, self.best_cost = config, cost
+            self.best_flops = self.task.flop / cost if cost > 0 else 0.0
 
     def tell(self, configs: Sequence[tuple], results: Sequence[MeasureResult], observed: bool = False) -> None:
         """Learn from measured ``results`` of ``configs`` (same order), booked as fit time.
@@ -208,7 +256,7 @@ class TuningSession:
             except InvalidConfigError:
                 unusable += 1
                 continue
-            if c in self.visited:
+            if c in self.visited and rec.error_kind != ErrorKind.WRONG_OUTPUT:
                 continue
             r = MeasureResult(config=c, costs=list(rec.costs), error_kind=rec.error_kind, error_msg=rec.error_msg,
                               build_s=rec.build_s, run_s=rec.run_s, measure_s=rec.measure_s, timestamp=rec.timestamp)
@@ -228,8 +276,48 @@ class TuningSession:
         self.time_measure = before
 
     # ------------------------------------------------------------------ the measuring loop
+    # ------------------------------------------------------------------ rejections, the best's output
+    def rejection_summary(self) -> list[str]:
+        """One line per kind of rejection: ``"<count> x <first message>"``, most frequent first."""
+        items = sorted(self.rejections.items(), key=lambda kv: -kv[1][0])
+        return [f"{n} x {first}" for _, (n, first) in items]
+
+    def verify_best(self, checker, on_result: Callable[[MeasureResult], None] | None = None) -> list[MeasureResult]:
+        """Check the best config's output; while it is wrong, mark it and check the next best.
+
+        Parameters
+        ----------
+        checker : callable
+            ``checker(config) -> str``: ``""`` when the output is right, else why it is wrong
+            (:class:`release.check.OutputChecker`).
+        on_result : callable, optional
+            Gets each ``wrong_output`` :class:`MeasureResult` (the log appends it, so a resumed
+            run and ``apply_history_best`` skip that config too).
+
+        Returns
+        -------
+        list[MeasureResult]
+            The ``wrong_output`` results, in the order found; after the call :attr:`best_config`
+            is a config whose output matched (``verified`` True) or None when none did.
+        """
+        wrong = []
+        while self.best_config is not None and not self.verified:
+            config, cost = self.best_config, self.best_cost
+            msg = checker(config)
+            if not msg:
+                self.verified = True
+                break
+            logger.warning("%s: config %s (%.4g ms) is not reported as the best: %s", self.task.name,
+                           list(config), cost * 1e3, msg)
+            r = MeasureResult(config=config, error_kind=ErrorKind.WRONG_OUTPUT, error_msg=msg, timestamp=time.time())
+            self.observe(r)
+            wrong.append(r)
+            if on_result is not None:
+                on_result(r)
+        return wrong
+
     def run(self, measurer, n_trial: int, early_stopping: int | None = None,
-            on_result: Callable[[MeasureResult], None] | None = None) -> None:
+            on_result: Callable[[MeasureResult], None] | None = None, max_rejected: int = 1000) -> None:
         """Rounds of ask -> measure -> tell until ``trials == n_trial`` or the proposer is done.
 
         Parameters
@@ -242,14 +330,38 @@ class TuningSession:
             Stop once this many trials passed without a new best.
         on_result : callable, optional
             ``on_result(result)`` for every valid result, after it is observed (logs, progress).
+        max_rejected : int
+            Stop once this many configs in a row were invalid (replayed, rejected, not a trial;
+            default 1000): the cap on replays per trial. With no trial measured this raises.
+
+        Raises
+        ------
+        TunerError
+            ``max_rejected`` invalid configs in a row before any trial (the space yields no valid
+            config within the bound); the message names the rejections by kind.
+
+        Notes
+        -----
+        A run that stops before ``n_trial`` because the space is exhausted, the proposer has
+        nothing new, or too many configs in a row were invalid says so in one warning line;
+        :attr:`stop_reason` tells which.
         """
-        while self.trials < n_trial and self.has_next():
+        self.stop_reason = ""
+        self.rejected_in_a_row = 0
+        while self.trials < n_trial:
+            if not self.has_next():
+                self.stop_reason = "exhausted" if len(self.visited) >= self.space.size else "no_new_config"
+                break
             if early_stopping is not None and self.trials >= self.best_iter + early_stopping and self.trials:
                 logger.info("%s: early stopping after %d trials without a new best", self.task.name, early_stopping)
+                self.stop_reason = "early_stopping"
+                break
+            if self.rejected_in_a_row >= max_rejected:
+                self.stop_reason = "rejections"
                 break
             configs = self.ask(min(measurer.batch_size, n_trial - self.trials))
             if not configs:
-                logger.info("%s: the tuner proposed no new config; stopping", self.task.name)
+                self.stop_reason = "exhausted" if len(self.visited) >= self.space.size else "no_new_config"
                 break
 
             def done(r: MeasureResult) -> None:
@@ -259,3 +371,32 @@ class TuningSession:
 
             results = measurer.measure(configs, on_result=done)
             self.tell(configs, results, observed=True)
+        else:
+            self.stop_reason = "n_trial"
+        self._say_why_stopped(n_trial, max_rejected)
+
+    def _say_why_stopped(self, n_trial: int, max_rejected: int) -> None:
+        """One warning line when the run stopped short of ``n_trial`` for want of configs."""
+        name, invalid = self.task.name, sum(n for n, _ in self.rejections.values())
+        if self.stop_reason == "rejections":
+            why = "; ".join(self.rejection_summary()[:3])
+            if self.trials == 0:
+                raise TunerError(f"{name}: no valid config in {max_rejected} replays in a row (the knob space of "
+                                 f"{self.space.size:.3g} configs may hold none); rejected: {why}")
+            logger.warning("%s: stopped after %d of %d trials: %d configs in a row were invalid; rejected: %s",
+                           name, self.trials, n_trial, max_rejected, why)
+        elif self.stop_reason == "exhausted":
+            logger.warning("%s: the knob space is exhausted after %d of %d trials: all %d configs visited "
+                           "(%d invalid)", name, self.trials, n_trial, self.space.size, invalid)
+        elif self.stop_reason == "no_new_config":
+            logger.warning("%s: stopped after %d of %d trials: the tuner proposed no new config (%d of %d configs "
+                           "visited)", name, self.trials, n_trial, len(self.visited), self.space.size)
+
+
+def rejection_kind(reason: str) -> str:
+    """The kind of an invalid config's reason: its text before the first ``:`` with numbers and
+    bracketed values replaced by ``#`` (``"postprocessor RewriteParallelVectorizeUnroll rejected the
+    schedule"``, ``"compute location # is not legal with these tile sizes (TVM would use #)"``,
+    ``"replay failed"``)."""
+    head = (reason or "unknown").split(":", 1)[0]
+    return re.sub(r"\[[^\]]*\]|-?\d+(\.\d+)?", "#", head).strip()

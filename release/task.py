@@ -87,7 +87,9 @@ class Task:
     Raises
     ------
     WorkloadError, TargetError
-        On a program or target that cannot be used, or ``layout_free`` naming no input.
+        On a program or target that cannot be used, ``layout_free`` naming no input, or an
+        argument with a symbolic dimension (``te.var``): the knob space is built for static shapes
+        (MetaSchedule's tile sizes factor each extent), so every config would be invalid.
     """
 
     def __init__(self, func: Any, target: Any = "llvm", name: str | None = None,
@@ -96,6 +98,7 @@ class Task:
         from tvm.s_tir.analysis import estimate_tir_flops
 
         self.mod = _normalize_mod(func)
+        _refuse_symbolic_shapes(self.mod, name)
         if layout_free is not None:
             self.mod = _with_layout_free(self.mod, layout_free)
         attrs = self.mod["main"].attrs
@@ -178,6 +181,22 @@ class Task:
             raise ReleaseError(f"tuned kernel of {self.name} is wrong: max abs error {err:.3g} "
                                f"(rtol {rtol}, atol {atol})")
         return err
+
+
+def _refuse_symbolic_shapes(mod, name) -> None:
+    """Raise :class:`WorkloadError` naming the first argument of ``main`` whose shape is not all integers."""
+    from tvm.tirx import IntImm
+
+    for param in mod["main"].params:
+        shape = getattr(param.ty, "shape", None)  # a BufferType for buffer arguments (TVM 0.27)
+        if shape is None:
+            continue
+        dims = [d for d in shape if not isinstance(d, IntImm)]
+        if dims:
+            raise WorkloadError(
+                f"argument {param.name} of {name or 'the program'} has symbolic shape {[str(d) for d in shape]} "
+                f"(dimension {dims[0]} is not a number): tuning needs static shapes; bind the variable to the size "
+                "you will run (e.g. te.placeholder((32, 64)) instead of (te.var('n'), 64)) and tune one task per size")
 
 
 def run_module(lib, inputs: list[np.ndarray], out_shape: tuple[list[int], str], dev) -> np.ndarray:

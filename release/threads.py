@@ -107,3 +107,108 @@ def use_threads(n: int, torch_too: bool = False) -> int:
         if torch.get_num_threads() != n:
             torch.set_num_threads(n)
     return got
+
+
+#: environment variable naming the scheduling priority of the processes that time kernels
+PRIORITY_ENV = "RELEASE_TIMING_PRIORITY"
+
+
+def timing_priority(value: str | None = None) -> str:
+    """Raise this process's CPU scheduling priority for timing kernels, when asked to.
+
+    On a machine shared with other work, TVM's thread pool times a multi-threaded kernel badly
+    even when the other work runs at ``nice 19``: a pool thread that waits at a barrier yields its
+    core, and the other process keeps it until the next scheduler tick, so every parallel region
+    can cost milliseconds (measured here, conv2d kernels of 250-330 GFLOPS timed at 65-80 with
+    four nice-19 test runs beside them; PyTorch's OpenMP pool was unaffected). With
+    ``RELEASE_TIMING_PRIORITY=realtime`` the run workers (and the benchmark's re-timing) run
+    under ``SCHED_RR`` priority 1, which ordinary processes cannot take the core from; the
+    kernel's threads inherit it. Linux only, and it needs root or ``CAP_SYS_NICE``; the kernel's
+    real-time throttling (``sched_rt_runtime_us``, 95% by default) still leaves the rest of the
+    machine a share. Meant for benchmarks on shared machines; off by default.
+
+    Parameters
+    ----------
+    value : str or None
+        ``"realtime"``, ``"normal"`` or ``""``; None reads ``RELEASE_TIMING_PRIORITY``.
+
+    Returns
+    -------
+    str
+        The priority in force: ``"realtime"`` or ``"normal"`` (also when raising it failed: a
+        warning then says why).
+
+    Raises
+    ------
+    ValueError
+        Another value.
+    """
+    value = (os.environ.get(PRIORITY_ENV, "") if value is None else value).strip().lower()
+    if value in ("", "normal"):
+        return "normal"
+    if value != "realtime":
+        raise ValueError(f"{PRIORITY_ENV}={value!r} is not a timing priority: use 'realtime' or 'normal'")
+    try:
+        os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(1))
+    except (AttributeError, OSError) as err:
+        logger.warning("could not time kernels at real-time priority (%s): timing at normal priority", err)
+        return "normal"
+    return "realtime"
+
+
+#: environment variable that sets :func:`search_threads` (every tuner's search and cost model)
+SEARCH_ENV = "RELEASE_SEARCH_THREADS"
+
+
+def search_threads() -> int:
+    """Threads of every tuner's search and cost model: one setting for all tuners alike (issue 19 item 13).
+
+    Our XGBoost cost model (``nthread``), MetaSchedule's evolutionary search (``TuneContext``
+    ``num_threads`` and its ``XGBModel``'s ``num_tuning_cores``) and the PPO agent's PyTorch work
+    (``torch.set_num_threads`` around its search, restored after) all take this count, so no tuner
+    gets more cores for its search than another. TVM's and AutoTVM's defaults are all cores;
+    the default here is 1: kernels are timed on the target's cores while the search runs, and on
+    a loaded machine OpenMP threads spin on each other (a 30-round XGBoost fit took 0.02 s on 1
+    thread, several seconds on 2, with 4 processes on 2 cores). Set ``RELEASE_SEARCH_THREADS``
+    to change it for every tuner at once; the benchmark tables state the count.
+
+    Returns
+    -------
+    int
+        ``RELEASE_SEARCH_THREADS`` if set to a positive integer, else 1.
+
+    Raises
+    ------
+    release.errors.TunerError
+        ``RELEASE_SEARCH_THREADS`` set to anything but a positive integer.
+    """
+    raw = os.environ.get(SEARCH_ENV, "").strip()
+    if not raw:
+        return 1
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        from .errors import TunerError
+
+        raise TunerError(f"{SEARCH_ENV}={raw!r} must be a positive integer (threads of every tuner's search and "
+                         "cost model); unset it for 1")
+    return n
+
+
+class torch_search_threads:
+    """Context manager: PyTorch's intra-op pool on :func:`search_threads` threads, restored on exit."""
+
+    def __enter__(self):
+        import torch
+
+        self._before = torch.get_num_threads()
+        torch.set_num_threads(search_threads())
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.set_num_threads(self._before)
+        return False

@@ -5,6 +5,16 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def private_knowledge_base(tmp_path_factory, monkeypatch):
+    """Each test (and every CLI it starts) reads and writes a fresh, empty knowledge base, never the
+    user's cache nor another test's: ``RELEASE_KNOWLEDGE`` points to a new folder (tests that need
+    another set their own)."""
+    path = str(tmp_path_factory.mktemp("knowledge"))
+    monkeypatch.setenv("RELEASE_KNOWLEDGE", path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def matmul_task():
     """A 64x64x64 float32 matmul on this CPU (``tiny.matmul.1``); its knob space is built once."""

@@ -4,6 +4,8 @@ original weights (pre-packed) or the blocked layout (NCHWc)."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -129,3 +131,31 @@ def test_fma_count_by_register_width():
             break
     assert counts and all(c["zmm"] == 0 for c in counts)  # znver3 has no AVX-512
     assert any(c["ymm"] + c["xmm"] > 0 for c in counts)
+
+
+FIXTURE_BLOCKED = os.path.join(os.path.dirname(__file__), "fixtures", "layout",
+                               "resnet18.conv2d.2-NCHW16c.xgb.best3.jsonl")
+
+
+def test_tuned_blocked_kernels_use_the_widest_vector_unit():
+    """The 3 best NCHW16c kernels of a real tuning run (fixture: `benchmarks/layout/run.sh`, xgb, 128
+    trials, pre-packed, AVX-512 host, 382-423 GFLOPS on 2 threads) put every FMA on the widest
+    registers the target has: zmm for an AVX-512 CPU, ymm when the same schedule is built for an
+    AVX2 one (built, not run)."""
+    import tvm
+
+    from release.measure import load_records
+    from release.task import create_task, fma_by_register
+
+    recs = load_records(FIXTURE_BLOCKED)
+    assert len(recs) == 3 and all(r.ok for r in recs)
+    task = create_task("resnet18.conv2d.2", {"kind": "llvm", "mcpu": "rocketlake", "num-cores": 2},
+                       layout="NCHW16c", prepack=True)
+    sp = task.config_space
+    for rec in recs:
+        mod = sp.apply(sp.canonical(rec.config)).mod
+        for mcpu, widest in (("rocketlake", "zmm"), ("znver3", "ymm")):
+            target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2})
+            counts = fma_by_register(tvm.compile(mod, target=target))
+            assert counts[widest] > 0, (mcpu, counts)
+            assert counts[widest] == sum(counts.values()), (mcpu, counts)

@@ -12,6 +12,10 @@ Life cycle inside :class:`release.tuners.model_based.ModelBasedTuner` (one round
    may reorder them and drop illegal ones. Optional: the default keeps ``num`` configs and
    returns them unchanged.
 
+A model with prior knowledge (``warm`` true: :class:`release.cost_model.transfer.TransferCostModel`)
+is fitted once before the first round, on no own measurement (``fit`` with empty arrays), so the
+first plan comes from it instead of random configs; ``fitted`` then says whether that gave a model.
+
 Adding a cost model is one subclass implementing :meth:`fit` and :meth:`predict`.
 """
 
@@ -28,6 +32,10 @@ class CostModel:
 
     #: whether :meth:`rerank` does anything (the optimizer then keeps more candidates for it)
     reranks: bool = False
+    #: whether the model can score configs before any own measurement (knowledge transferred)
+    warm: bool = False
+    #: whether a model exists (subclasses that can be unfitted override this)
+    fitted: bool = True
 
     def fit(self, xs: np.ndarray, ys: np.ndarray, plan_size: int = 64) -> None:
         """Train on configs ``xs`` (int, shape (n, n_knobs)) and throughputs ``ys`` (FLOP/s, shape (n,)).

@@ -152,7 +152,9 @@ class XGBoostCostModel(CostModel):
         ``"reg"`` (squared error on normalized throughput, default) or ``"rank"``
         (``rank:pairwise``).
     num_threads : int, optional
-        XGBoost threads (default 1). On a loaded machine OpenMP threads spin on each other:
+        XGBoost threads (default None: :func:`release.threads.search_threads`, 1 unless
+        ``RELEASE_SEARCH_THREADS`` is set, the one setting of every tuner's search; AutoTVM used all
+        cores). On a loaded machine OpenMP threads spin on each other:
         measured here with 4 processes on 2 cores, a 30-round fit took 0.02 s with 1 thread
         and 10.9 s with 2, a 64-row predict 0.5 ms vs 48 ms.
     seed : int, optional
@@ -182,7 +184,11 @@ class XGBoostCostModel(CostModel):
         self.feature_type = check_feature_type(feature_type)
         self.loss_type = check_loss_type(loss_type)
         self.space = _knob_space(task)
-        self.num_threads = int(num_threads) if num_threads is not None else 1
+        if num_threads is None:
+            from ..threads import search_threads
+
+            num_threads = search_threads()
+        self.num_threads = int(num_threads)
         if self.num_threads < 1:
             raise TunerError(f"num_threads={num_threads!r} must be a positive integer or None")
         self.seed = 0 if seed is None else int(seed)

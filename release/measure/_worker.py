@@ -52,9 +52,11 @@ def ms_build(mod, target, _params=None):
 
 def init_runner(threads: int) -> None:
     """Run-worker initializer: TVM's runtime pool of this worker gets ``threads`` threads (the
-    target's ``num-cores``) before any kernel is timed (see :mod:`release.threads`)."""
-    from release.threads import use_threads
+    target's ``num-cores``) before any kernel is timed, at the scheduling priority
+    ``RELEASE_TIMING_PRIORITY`` asks for (see :mod:`release.threads`)."""
+    from release.threads import timing_priority, use_threads
 
+    timing_priority()
     use_threads(threads)
 
 

@@ -22,6 +22,7 @@ from typing import Iterable
 
 from ..callback import Callback
 from ..errors import RecordError
+from .result import ErrorKind
 
 logger = logging.getLogger(__name__)
 
@@ -282,9 +283,14 @@ def _ends_mid_line(path: str) -> bool:
 
 
 def best_records(records: Iterable[Record]) -> dict[str, Record]:
-    """The fastest successful record per task key."""
+    """The fastest successful record per task key, skipping configs that also have a
+    ``wrong_output`` record (their output failed the reference check, issue 19 item 18)."""
+    records = list(records)
+    wrong = {(r.task, tuple(r.config)) for r in records if r.error_kind == ErrorKind.WRONG_OUTPUT}
     best: dict[str, Record] = {}
     for r in records:
+        if (r.task, tuple(r.config)) in wrong:
+            continue
         if r.ok and (r.task not in best or r.mean_cost < best[r.task].mean_cost):
             best[r.task] = r
     return best

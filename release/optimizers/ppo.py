@@ -228,6 +228,12 @@ class RLOptimizer(ModelOptimizer):
         TunerError
             ``num < 1``.
         """
+        from ..threads import torch_search_threads
+
+        with torch_search_threads():  # the one search-thread setting of every tuner (issue 19 item 13)
+            return self._find_maximums(model, num, exclusive)
+
+    def _find_maximums(self, model, num: int, exclusive: set) -> list[tuple]:
         if not isinstance(num, (int, np.integer)) or num < 1:
             raise TunerError(f"find_maximums num={num!r} must be an integer >= 1")
         model = as_cost_model(model)

@@ -10,6 +10,7 @@ import time
 
 from ..callback import Callback, FunctionCallback, as_callback
 from ..measure.records import log_to_database, log_to_file
+from ..measure.result import ErrorKind
 
 
 class progress_bar(Callback):
@@ -44,7 +45,7 @@ class progress_bar(Callback):
         """Advance the bar and show the best and current GFLOPS."""
         if self.bar is None:
             self.on_start(tuner, self.total or 0)
-        self.bar.update(len(results))
+        self.bar.update(sum(r.error_kind != ErrorKind.WRONG_OUTPUT for r in results))  # a re-check is no trial
         cur = results[-1]
         now = tuner.task.flop / cur.mean_cost / 1e9 if cur.ok else 0.0
         self.bar.set_postfix_str(f"best {tuner.best_gflops:.2f} GFLOPS, cur {now:.2f}")

@@ -90,10 +90,14 @@ class GATuner(Tuner):
     def _taken(self, c: tuple) -> bool:
         return c in self.visited or c in self.scheduled
 
+    def _n_taken(self) -> int:
+        """Configs visited or scheduled, each counted once (a measured gene is in both sets)."""
+        return len(self.visited) + sum(1 for g in self.scheduled if g not in self.visited)
+
     def _random_population(self) -> None:
         genes = []
         tries = 0
-        while len(genes) < self.params.pop_size and len(self.visited) + len(self.scheduled) < self.space.size:
+        while len(genes) < self.params.pop_size and self._n_taken() < self.space.size:
             c = self.space.canonical(self.space.sample(1, self.rng)[0])
             tries += 1
             if not self._taken(c):
@@ -128,7 +132,7 @@ class GATuner(Tuner):
         # mutation; re-draw random knobs until the child is new
         next_genes: list[tuple] = []
         for child in children:
-            if len(self.visited) + len(self.scheduled) >= self.space.size:
+            if self._n_taken() >= self.space.size:
                 break
             for j in range(n_knobs):
                 if self.rng.random() < p.mutation_prob:

@@ -14,6 +14,18 @@ One round (AutoTVM ``ModelBasedTuner``, Chameleon's adaptive sampling as an opti
    the picked configs in order; the last ``int(0.05 * plan_size)`` picks of each round (with a
    sampler: 5% of the configs it picked) are random unvisited configs (AutoTVM's epsilon-greedy
    rule).
+
+Warm start (issue 17): a cost model whose ``warm`` attribute is true (a
+:class:`release.cost_model.transfer.TransferCostModel` holding usable knowledge) is fitted before
+the first round, so the first plan comes from the model instead of ``plan_size`` random configs;
+the epsilon-greedy share of random picks stays. :attr:`ModelBasedTuner.random_picks` counts the
+random configs handed out.
+
+Local exploitation (issue 17, ``local_search=True``): once ``patience`` trials passed without a
+new best, a Droplet-style coordinate search around the best measured config
+(:class:`release.tuners.local.DropletSearch`) proposes the configs; when it has no move left the
+model's plans resume. :attr:`ModelBasedTuner.flattened` tells a task scheduler that the task
+stopped improving (see :mod:`release.scheduler`).
 """
 
 from __future__ import annotations
@@ -58,6 +70,17 @@ class ModelBasedTuner(RandomTuner):
     seed : int, optional
         Seed of the random configs (the parts have their own, see
         :func:`release.tuners.presets.child_seed`).
+    local_search : bool or LocalSearchConfig, optional
+        Run the Droplet-style local phase once the best stops improving (default False; True:
+        :class:`release.tuners.local.LocalSearchConfig` defaults, ``patience = plan_size``).
+
+    Attributes
+    ----------
+    random_picks : int
+        Random configs handed out (the warm-up round before the first fit, and the
+        epsilon-greedy share of every plan).
+    local : DropletSearch or None
+        The local phase's state once it started.
 
     Raises
     ------
@@ -69,7 +92,8 @@ class ModelBasedTuner(RandomTuner):
     name = "model-based"
 
     def __init__(self, task, cost_model, model_optimizer, plan_size: int = 64,
-                 diversity_filter_ratio: float | None = None, sampler=None, seed: int | None = None):
+                 diversity_filter_ratio: float | None = None, sampler=None, seed: int | None = None,
+                 local_search=False):
         super().__init__(task, seed=seed)
         if not isinstance(plan_size, (int, np.integer)) or isinstance(plan_size, bool) or plan_size < 1:
             raise TunerError(f"plan_size={plan_size!r} must be an integer >= 1 (AutoTVM's default is 64)")
@@ -99,6 +123,23 @@ class ModelBasedTuner(RandomTuner):
         self.eps_round = self.eps
         self._plan_pending = False
         self.agent_checkpoint: str | None = None
+        self.random_picks = 0
+        self._warm_done = False
+        from .local import LocalSearchConfig
+
+        if local_search is True:
+            local_search = LocalSearchConfig()
+        if local_search not in (False, None) and not isinstance(local_search, LocalSearchConfig):
+            raise TunerError(f"local_search={local_search!r}: give True, False or a release.tuners.local.LocalSearchConfig")
+        self.local_config = local_search or None
+        if self.local_config is not None:
+            pat = self.local_config.patience
+            if pat is not None and (not isinstance(pat, (int, np.integer)) or pat < 1):
+                raise TunerError(f"local search patience={pat!r} must be a positive number of trials or None")
+        self.patience = int((self.local_config.patience if self.local_config else None) or self.plan_size)
+        self.local = None
+        self.local_started_at: int | None = None
+        self._costs: dict[tuple, list] = {}  # successful config -> repeat costs (the local phase's t-test)
 
     @property
     def rounds(self) -> int:
@@ -127,7 +168,33 @@ class ModelBasedTuner(RandomTuner):
                             self.model_optimizer.state_dict().get("rounds", 0))
 
     # ------------------------------------------------------------------ the proposer hooks
+    @property
+    def flattened(self) -> bool:
+        """Whether this task stopped improving: ``patience`` trials without a new best and no
+        local phase running (it never started, or it has no move left). Task schedulers hand the
+        budget of a flattened task to tasks still improving."""
+        if self.best_config is None or self.trials - self.best_iter < self.patience:
+            return False
+        return self.local is None or self.local.exhausted
+
+    @property
+    def in_local_phase(self) -> bool:
+        """Whether the Droplet-style local phase proposes the configs now."""
+        return self.local is not None and not self.local.exhausted
+
     def next_batch(self, batch_size: int) -> list[tuple]:
+        if self.in_local_phase:
+            out = self.local.next(batch_size, self.visited)
+            if out:
+                return out
+            logger.info("%s: local search has no move left after %d moves (%d accepted); the model's plans resume",
+                        self.task.name, self.local.moves, self.local.accepted)
+            self._refit_and_plan()
+        if not self._warm_done and self.train_ct == 0 and self.cost_model.warm:
+            self._warm_done = True  # fit on the knowledge (and any resumed records) before the first round
+            self._refit_and_plan()
+            if not self.cost_model.fitted:
+                self._plan_pending, self.next_update = False, self.plan_size
         if self._plan_pending:  # planning is search: booked as search_s by the session
             self._plan_pending = False
             self._make_plan()
@@ -140,7 +207,9 @@ class ModelBasedTuner(RandomTuner):
                 self.trial_pt += 1
             if self.trial_pt >= len(self.trials_plan) - eps:
                 # no plan yet, or the epsilon-greedy tail of the plan: a random unvisited config
-                out.extend(c for c in super().next_batch(1) if c not in out)
+                got = [c for c in super().next_batch(1) if c not in out]
+                self.random_picks += len(got)
+                out.extend(got)
                 if self.trial_pt < len(self.trials_plan):
                     self.trial_pt += 1
             else:
@@ -155,10 +224,37 @@ class ModelBasedTuner(RandomTuner):
             self.xs.append(tuple(res.config))
             self.ys.append(flops)
             self.flops_max = max(self.flops_max, flops)
-        if len(self.xs) >= self.next_update and self.flops_max > 1e-6:
+            if res.ok and res.costs:
+                self._costs[tuple(res.config)] = list(res.costs)
+        if self.local_config is not None:
+            self._update_local(results)
+        if self.in_local_phase:
+            pass  # the local phase proposes; the model is refitted when it ends
+        elif len(self.xs) >= self.next_update and self.flops_max > 1e-6:
             self._refit_and_plan()
         if self.xs:
             self.model_optimizer.observe(self.xs, self.ys)
+
+    def _update_local(self, results) -> None:
+        """Start the local phase after ``patience`` trials without a new best; feed it results."""
+        if self.in_local_phase:
+            if self.local.observe(results, self.visited):
+                logger.info("%s: local search moved to %s (%.4g s)", self.task.name, self.local.center,
+                            float(np.mean(self.local.center_costs)))
+            return
+        if self.best_config is None or self.trials - self.best_iter < self.patience:
+            return
+        if self.local is not None and self.local.exhausted and self.local.center == self.best_config:
+            return  # this best's neighbourhood is used up
+        from .local import DropletSearch
+
+        costs = self._costs.get(tuple(self.best_config), [self.best_cost])
+        self.local = DropletSearch(self.space, self.local_config,
+                                   score=self.cost_model.predict if self.train_ct else None)
+        self.local.start(self.best_config, costs, self.visited)
+        self.local_started_at = self.trials
+        logger.info("%s: best unchanged for %d trials: local search from %s", self.task.name,
+                    self.trials - self.best_iter, self.best_config)
 
     def _refit_and_plan(self) -> None:
         """Fit the cost model (booked as fit_s); the plan is made at the next ``next_batch``."""

@@ -75,8 +75,10 @@ class MSEvolutionaryTuner(Tuner):
         ``--plan-size``).
     population_size, init_measured_ratio, genetic_num_iters, genetic_mutate_prob, eps_greedy
         See :class:`MSEvolutionaryParams` (MetaSchedule's defaults).
-    num_threads : int
-        Threads of the search and of the XGBoost model (default 1; this machine is shared).
+    num_threads : int, optional
+        Threads of the search and of the XGBoost model (default None:
+        :func:`release.threads.search_threads`, the one setting of every tuner's search, 1 unless
+        ``RELEASE_SEARCH_THREADS`` is set; MetaSchedule's own default is all cores).
     seed : int, optional
         Seed of MetaSchedule's random state (``rand_state = seed + 1``; None: MetaSchedule's
         ``-1``, seeded from the clock).
@@ -93,7 +95,7 @@ class MSEvolutionaryTuner(Tuner):
 
     def __init__(self, task, num_trials_per_iter: int = 64, population_size: int = 512,
                  init_measured_ratio: float = 0.2, genetic_num_iters: int = 4, genetic_mutate_prob: float = 0.85,
-                 eps_greedy: float = 0.05, num_threads: int = 1, seed: int | None = None,
+                 eps_greedy: float = 0.05, num_threads: int | None = None, seed: int | None = None,
                  plan_size: int | None = None):
         super().__init__(task, seed=seed)
         if plan_size is not None:
@@ -107,6 +109,10 @@ class MSEvolutionaryTuner(Tuner):
                                            init_measured_ratio=float(init_measured_ratio),
                                            genetic_num_iters=int(genetic_num_iters),
                                            genetic_mutate_prob=float(genetic_mutate_prob), eps_greedy=float(eps_greedy))
+        if num_threads is None:
+            from ..threads import search_threads
+
+            num_threads = search_threads()
         self.num_threads = int(num_threads)
         self.rand_state = int(seed) + 1 if seed is not None else -1
         self._ctx = None

@@ -17,6 +17,12 @@ preset        optimizer  sampler     other settings
 ============  =========  ==========  ===============================================
 
 All use the XGBoost cost model with ``itervar`` features and ``reg`` loss and a 64-config plan.
+With ``knowledge`` (a knowledge base folder, a :class:`release.knowledge.KnowledgeBase` or records)
+holding records of the task's target class, the cost model is
+:class:`release.cost_model.transfer.TransferCostModel` (the same, plus a booster transferred from
+the knowledge) and tuning starts warm; ``local_search`` adds the Droplet-style local phase
+(:mod:`release.tuners.local`). Both are off in every preset unless asked for: the presets stay the
+paper's and AutoTVM's recipes, so benchmarks compare cold runs unless told otherwise.
 :func:`build_components` makes the parts of a recipe; :func:`child_seed` derives every part's seed
 from the tuner's.
 """
@@ -92,6 +98,12 @@ class ModelBasedConfig:
     """Share of the agent's episodes started at the best measured configs (paper: 0)."""
     min_queries: int = 0
     """Agent rounds per search continue until this many cost-model queries (paper: 0, one round)."""
+    knowledge: object = None
+    """Knowledge to start warm from: a folder, a KnowledgeBase or records (None: cold, AutoTVM's start)."""
+    transfer: object = None
+    """:class:`release.cost_model.transfer.TransferConfig` of the transferred model (None: defaults)."""
+    local_search: object = False
+    """Droplet-style local phase after the best stops improving: False, True or a LocalSearchConfig."""
 
     def check(self) -> "ModelBasedConfig":
         """Validate the names and the plan size (the other numbers are checked by the parts that use them).
@@ -160,6 +172,9 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
     -------
     (XGBoostCostModel, ModelOptimizer, Sampler or None)
         ``None`` for the sampler means the whole plan (the tuner uses a pass-through sampler).
+        The cost model is a :class:`release.cost_model.transfer.TransferCostModel` when
+        ``cfg.knowledge`` holds records of the task's target class; its ``knowledge_used`` is
+        ``(records, workloads)`` (``(0, 0)`` when cold).
 
     Raises
     ------
@@ -169,8 +184,21 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
     from ..cost_model import XGBoostCostModel
 
     cfg.check()
-    cost_model = XGBoostCostModel(task, feature_type=cfg.feature_type, loss_type=cfg.loss_type,
-                                  num_threads=cfg.num_threads, seed=child_seed(seed, "cost_model"))
+    records = []
+    if cfg.knowledge is not None and cfg.knowledge is not False:
+        from ..knowledge.use import knowledge_records
+
+        records = knowledge_records(cfg.knowledge, task)
+    if records:
+        from ..cost_model.transfer import TransferCostModel
+
+        cost_model = TransferCostModel(task, records, config=cfg.transfer, feature_type=cfg.feature_type,
+                                       loss_type=cfg.loss_type, num_threads=cfg.num_threads,
+                                       seed=child_seed(seed, "cost_model"))
+    else:
+        cost_model = XGBoostCostModel(task, feature_type=cfg.feature_type, loss_type=cfg.loss_type,
+                                      num_threads=cfg.num_threads, seed=child_seed(seed, "cost_model"))
+    cost_model.knowledge_used = (len(records), len({r.task for r in records}))
     optimizer = cfg.optimizer
     if optimizer == "sa":
         from ..optimizers.sa import SimulatedAnnealingOptimizer

@@ -74,6 +74,13 @@ class ReleaseTuner(ModelBasedTuner):
         and schedule rule). Ignored when this task's own checkpoint is resumed (below). Measured on
         resnet18.conv2d.2 -> .6 (release+, 3 seeds, 256 trials) it did not help: 0.88x the fresh agent's
         best GFLOPS (``benchmarks/warm_start/``), so it is off by default.
+    knowledge : str, KnowledgeBase or list of Record, optional
+        Start warm from a knowledge base: the cost model is transferred from its records of this
+        target on program features (:mod:`release.cost_model.transfer`), so the agent searches
+        against it from the first round (no random warm-up round). None (default): cold.
+    local_search : bool or LocalSearchConfig
+        Droplet-style local phase once the best stops improving (:mod:`release.tuners.local`;
+        default False).
 
     Notes
     -----
@@ -106,11 +113,11 @@ class ReleaseTuner(ModelBasedTuner):
                  start_from_measured: float | None = None, min_queries: int | None = None,
                  diversity_filter_ratio: float | None = None,
                  num_threads: int | None = None, seed: int | None = None, log_interval: int = 50,
-                 warm_start=None):
+                 warm_start=None, knowledge=None, local_search=False):
         task.config_space  # noqa: B018 - raises SpaceError for a space without knobs
         over = dict(plan_size=plan_size, optimizer=optimizer, sampler=sampler, feature_type=feature_type,
                     loss_type=loss_type, ppo=ppo_config, diversity_filter_ratio=diversity_filter_ratio,
-                    num_threads=num_threads)
+                    num_threads=num_threads, knowledge=knowledge, local_search=local_search)
         if start_from_measured is not None:
             over["start_from_measured"] = start_from_measured
         if min_queries is not None:
@@ -118,7 +125,7 @@ class ReleaseTuner(ModelBasedTuner):
         cfg = preset(self.preset, **over)
         cost_model, opt, smp = build_components(task, cfg, seed)
         super().__init__(task, cost_model, opt, plan_size=plan_size, diversity_filter_ratio=diversity_filter_ratio,
-                         sampler=smp, seed=seed)
+                         sampler=smp, seed=seed, local_search=local_search)
         self.config = cfg
         self.feature_type, self.loss_type = feature_type, loss_type
         self.log_interval = log_interval

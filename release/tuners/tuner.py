@@ -17,6 +17,16 @@ Life cycle of :meth:`Tuner.tune` (one *round* = search, measure, update):
       tuners refit their cost model here).
    d. early stopping: stop once ``early_stopping`` trials passed without a new best.
 
+   The loop also stops (with one warning line) when the space is exhausted, when the tuner
+   proposes nothing new, or after ``max_rejected`` invalid configs in a row (a
+   :class:`TunerError` if no trial was measured): see :meth:`release.session.TuningSession.run`.
+3. Output check (``check_output``, CPU targets): the best config is compiled through
+   ``compile_tir`` and its output compared with the task's reference; a wrong one is logged as a
+   ``wrong_output`` record and never reported as the best, and the next best is checked
+   (:meth:`release.session.TuningSession.verify_best`).
+4. Rejections: invalid configs are counted by kind of reason; the summary is logged and appended
+   to ``<log without .jsonl>.rejections.jsonl`` beside the log (one JSON line per run).
+
 Subclasses implement :meth:`next_batch` and optionally :meth:`update` and :meth:`has_next`.
 """
 
@@ -133,7 +143,8 @@ class Tuner:
 
     # ------------------------------------------------------------------ the loop
     def tune(self, n_trial: int, measure_option=None, early_stopping: int | None = None,
-             callbacks: Sequence[Callable] = (), si_prefix: str = "G", resume: bool = True) -> "Tuner":
+             callbacks: Sequence[Callable] = (), si_prefix: str = "G", resume: bool = True,
+             check_output: bool = True, max_rejected: int = 1000) -> "Tuner":
         """Tune for ``n_trial`` measured configs (AutoTVM's ``Tuner.tune``).
 
         Resumes from the callbacks' logs (:meth:`load_history`), then runs the session's rounds
@@ -160,6 +171,13 @@ class Tuner:
         resume : bool
             Resume from the callbacks' stored records (``Callback.records``; default True). False
             when the caller already told the session the log (``tune_model`` reads its log once).
+        check_output : bool
+            Check the best config's output against the task's reference before it is reported
+            (default True; CPU targets only, others are left unchecked with an info line). A wrong
+            config becomes a ``wrong_output`` record (issue 19 item 18).
+        max_rejected : int
+            Most invalid configs in a row before the run stops (default 1000; the cap on replays
+            per trial).
 
         Returns
         -------
@@ -169,8 +187,11 @@ class Tuner:
         Raises
         ------
         TunerError
-            ``n_trial < 1`` or ``early_stopping < 1``.
+            ``n_trial < 1``, ``early_stopping < 1``, ``max_rejected < 1``, or ``max_rejected``
+            invalid configs in a row before any trial.
         """
+        if not isinstance(max_rejected, (int, np.integer)) or max_rejected < 1:
+            raise TunerError(f"max_rejected={max_rejected!r} must be a positive integer")
         if not isinstance(n_trial, (int, np.integer)) or n_trial < 1:
             raise TunerError(f"n_trial={n_trial!r} must be a positive integer")
         if early_stopping is not None and early_stopping < 1:
@@ -202,10 +223,70 @@ class Tuner:
                 cb.on_result(self, inp, [r])
 
         try:
-            self.session.run(measurer, n_trial, early_stopping=early_stopping, on_result=on_result)
+            self.session.run(measurer, n_trial, early_stopping=early_stopping, on_result=on_result,
+                             max_rejected=max_rejected)
+            if check_output:
+                self._check_best(on_result)
         finally:
+            self._report_rejections(log)
             if own:  # pools we made; a caller's pools live on for its next task
                 measurer.close()
             for cb in cbs:
                 cb.on_finish(self)
         return self
+
+    # ------------------------------------------------------------------ after the rounds
+    def _check_best(self, on_result) -> None:
+        """:meth:`release.session.TuningSession.verify_best` with an :class:`release.check.OutputChecker`."""
+        from ..check import OutputChecker
+
+        if self.best_config is None:
+            return
+        if not OutputChecker.applies(self.task):
+            logger.info("%s: the best config's output is not checked on target kind %s (CPU only)",
+                        self.task.name, self.task.target.kind.name)
+            return
+        checker = OutputChecker(self.task)
+        try:
+            wrong = self.session.verify_best(checker, on_result=on_result)
+        except Exception as err:  # noqa: BLE001 - a failing user reference must not lose the run
+            from ..errors import error_line
+
+            logger.warning("%s: the best config's output could not be checked (the reference failed: %s)",
+                           self.task.name, error_line(err))
+            return
+        if wrong and self.best_config is None:
+            logger.warning("%s: none of the %d successfully measured configs gives the reference's output: "
+                           "no best", self.task.name, len(wrong))
+
+    def _report_rejections(self, log: str | None) -> None:
+        """Log the invalid configs by kind and append them to ``<log stem>.rejections.jsonl``."""
+        rej = self.session.rejections
+        if not rej:
+            return
+        n = sum(c for c, _ in rej.values())
+        logger.info("%s: %d invalid configs rejected (not built, not trials): %s", self.task.name, n,
+                    "; ".join(self.session.rejection_summary()))
+        if log is None:
+            return
+        import json
+        import os
+        import time
+
+        path = rejections_path(log)
+        line = {"task": self.task.key, "timestamp": time.time(), "tuner": self.name, "trials": self.trials,
+                "rejected": n, "kinds": [{"kind": k, "count": c, "first": m} for k, (c, m) in
+                                         sorted(rej.items(), key=lambda kv: -kv[1][0])]}
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(line) + "\n")
+        except OSError as err:
+            logger.warning("could not write the rejection summary to %s: %s", path, err)
+        else:
+            self.rejections_path = os.fspath(path)
+
+
+def rejections_path(log: str) -> str:
+    """``<log without .jsonl>.rejections.jsonl``: where :meth:`Tuner.tune` appends its rejection summary."""
+    base = log[: -len(".jsonl")] if log.endswith(".jsonl") else log
+    return base + ".rejections.jsonl"

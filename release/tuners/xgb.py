@@ -64,10 +64,18 @@ class XGBTuner(ModelBasedTuner):
         What to measure from the plan (None: all of it; ``"adaptive"``: Chameleon's adaptive
         sampling, seeded from ``seed`` as in ``sa-as``).
     num_threads : int, optional
-        XGBoost threads (default 1).
+        XGBoost threads (default None: :func:`release.threads.search_threads`, 1 unless
+        ``RELEASE_SEARCH_THREADS`` is set; AutoTVM used all cores).
     seed : int, optional
         Seed of the random configs; the parts' seeds derive from it
         (:func:`release.tuners.presets.child_seed`).
+    knowledge : str, KnowledgeBase or list of Record, optional
+        Start warm from a knowledge base (see :mod:`release.cost_model.transfer`): the first
+        plan comes from a cost model transferred from the base's records of this target, not
+        from ``plan_size`` random configs. None (default): AutoTVM's cold start.
+    local_search : bool or LocalSearchConfig
+        Droplet-style local phase once the best stops improving (:mod:`release.tuners.local`;
+        default False).
 
     Raises
     ------
@@ -81,13 +89,14 @@ class XGBTuner(ModelBasedTuner):
 
     def __init__(self, task, plan_size: int = 64, feature_type: str = "itervar", loss_type: str = "reg",
                  optimizer="sa", diversity_filter_ratio: float | None = None, sampler=None,
-                 num_threads: int | None = None, seed: int | None = None, log_interval: int = 50):
+                 num_threads: int | None = None, seed: int | None = None, log_interval: int = 50,
+                 knowledge=None, local_search=False):
         cfg = preset(self.preset, plan_size=plan_size, feature_type=feature_type, loss_type=loss_type,
                      optimizer=optimizer, sampler=sampler, diversity_filter_ratio=diversity_filter_ratio,
-                     num_threads=num_threads)
+                     num_threads=num_threads, knowledge=knowledge, local_search=local_search)
         cost_model, opt, smp = build_components(task, cfg, seed)
         super().__init__(task, cost_model, opt, plan_size=plan_size, diversity_filter_ratio=diversity_filter_ratio,
-                         sampler=smp, seed=seed)
+                         sampler=smp, seed=seed, local_search=local_search)
         self.config = cfg
         self.feature_type, self.loss_type = feature_type, loss_type
         self.log_interval = log_interval  # kept for AutoTVM compatibility (logging is through `logging`)

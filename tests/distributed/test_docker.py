@@ -126,6 +126,7 @@ def _env():
     return env
 
 
+@pytest.mark.slow  # ~90 s under load: starts a tracker, a server and the CLI
 def test_entrypoint_roles_outside_docker(tmp_path):
     """The entry point as the images run it: tracker, server, status, and the help of the tuner."""
     assert subprocess.run(["sh", "-n", ENTRY]).returncode == 0

@@ -73,6 +73,7 @@ def _session_running(server: subprocess.Popen) -> bool:
         return False
 
 
+@pytest.mark.slow  # ~110 s under load; test_retrying_runner... is the other half
 def test_tune_rpc_survives_a_server_killed_mid_run(rpc_cluster, tmp_path):
     """Two servers, `release tune --runner rpc`; one server is SIGKILLed while it measures."""
     log = tmp_path / "rpc.jsonl"

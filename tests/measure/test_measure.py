@@ -31,7 +31,8 @@ def test_measure_results_carry_costs_times_and_traces(matmul_task, fast_measure)
     assert sum(r.measure_s for r in results) <= time.time() - t0 + 0.05
 
 
-def test_200_random_configs_of_resnet18_conv2_build_and_run_correctly_or_are_invalid():
+@pytest.mark.parametrize("n", [pytest.param(200, marks=pytest.mark.slow), 16])
+def test_200_random_configs_of_resnet18_conv2_build_and_run_correctly_or_are_invalid(n):
     """Foundation acceptance: every random config builds and computes the right output, or is
     reported invalid with a reason. The plain program: a pre-packed task's measured kernel takes the
     packed weight (its compiled kernel, which packs inside, is checked in tests/test_layout_prepack.py)."""
@@ -44,7 +45,7 @@ def test_200_random_configs_of_resnet18_conv2_build_and_run_correctly_or_are_inv
     conv_task = create_task("resnet18.conv2d.2", "llvm", prepack=False)
 
     sp = conv_task.config_space
-    configs = [tuple(c) for c in sp.sample(200, np.random.default_rng(2024))]
+    configs = [tuple(c) for c in sp.sample(n, np.random.default_rng(2024))]
     valid, invalid = [], []
     for c in configs:
         try:
@@ -52,7 +53,7 @@ def test_200_random_configs_of_resnet18_conv2_build_and_run_correctly_or_are_inv
         except InvalidConfigError as err:
             assert err.reason
             invalid.append(c)
-    assert len(valid) > 50
+    assert len(valid) > n // 4
     builder = LocalBuilder(n_parallel=2, timeout=120)
     try:
         built = builder.build([s.mod for _, s in valid], conv_task.target_json)

@@ -94,3 +94,39 @@ def test_old_records_without_threads_still_load(tmp_path):
 
     line = json.dumps({"task": "k", "name": "n", "target": "{}", "config": [0], "costs": [1e-3]})
     assert Record.from_json(line).threads == 0
+
+
+def test_timing_priority_values():
+    """'normal' and '' leave the process alone; anything else but 'realtime' is refused by name."""
+    from release.threads import timing_priority
+
+    assert timing_priority("") == "normal"
+    assert timing_priority("normal") == "normal"
+    with pytest.raises(ValueError, match="RELEASE_TIMING_PRIORITY='fast'"):
+        timing_priority("fast")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="Linux scheduling API")
+def test_run_worker_times_at_the_priority_asked_for():
+    """With RELEASE_TIMING_PRIORITY=realtime the run worker (which times kernels) runs SCHED_RR when
+    the process may raise its priority, and says 'normal' exactly when it may not; the parent is
+    left alone."""
+    res = _fresh("""
+import json, os
+os.environ["RELEASE_TIMING_PRIORITY"] = "realtime"
+from release.measure import LocalRunner
+from release.threads import timing_priority
+runner = LocalRunner(number=1, repeat=1, cooldown_interval=0.0)
+runner.worker_threads({"kind": "llvm", "num-cores": 1})
+pool = runner._ms_runner(1).pool
+policy = int(pool.submit(os.sched_getscheduler, 0).result())
+runner.close()
+parent = os.sched_getscheduler(0)
+print(json.dumps({"worker": policy, "parent": parent, "rr": os.SCHED_RR, "other": os.SCHED_OTHER,
+                  "can": os.geteuid() == 0}))
+""")
+    assert res["parent"] == res["other"]
+    if res["can"]:
+        assert res["worker"] == res["rr"]
+    else:
+        assert res["worker"] == res["other"]

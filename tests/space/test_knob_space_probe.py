@@ -17,6 +17,7 @@ def _knobs(space):
     return [(k.name, k.kind, tuple(k.choices), tuple(k.spaces)) for k in space.knobs]
 
 
+@pytest.mark.slow  # ~60 s under load: two knob-space builds
 @pytest.mark.parametrize("workload", ["tiny.conv2d.1"])
 def test_prefix_probing_finds_the_same_locations_with_fewer_replays(workload, monkeypatch):
     task = create_task(workload, "llvm")

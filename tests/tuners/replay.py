@@ -65,8 +65,12 @@ class ReplayMeasurer:
         self.batch_size = int(batch_size)
         space = task.config_space
         self.table = {}
-        for rec in load_records(log, task):
-            self.table[space.canonical(tuple(rec.config))] = rec
+        # matched by workload, not by task key: the key holds the target's mcpu, and the committed
+        # log was measured on another CPU (znver3) than the one the tests may run on; the lookup only
+        # needs the same knob space
+        for rec in load_records(log):
+            if rec.name == task.name:
+                self.table[space.canonical(tuple(rec.config))] = rec
         self.calls: list[list[tuple]] = []
         self.stats = {"replay": 0.0, "build": 0.0, "run": 0.0, "total": 0.0, "configs": 0, "measured": 0,
                       "batches": 0}

@@ -88,3 +88,29 @@ def test_metaschedule_evolutionary_defaults_equal_tvms_own(tuners):
     assert {k: getattr(p, k) for k in tvm_defaults} == tvm_defaults
     # TVM 0.27 tune_tir(..., num_trials_per_iter=64, ...)
     assert p.num_trials_per_iter == inspect.signature(ms.tune_tir).parameters["num_trials_per_iter"].default == 64
+
+
+def test_one_search_thread_setting_for_every_tuner(matmul_task, monkeypatch):
+    """Issue 19 item 13: our XGBoost, MetaSchedule's evolutionary search (and its XGBoost) and the
+    PPO agent's PyTorch work take one count, ``release.threads.search_threads()`` (default 1;
+    AutoTVM and MetaSchedule default to all cores)."""
+    import torch
+
+    from release.errors import TunerError
+    from release.threads import search_threads, torch_search_threads
+    from release.tuners import get_tuner
+
+    monkeypatch.delenv("RELEASE_SEARCH_THREADS", raising=False)
+    assert search_threads() == 1
+    for n in (1, 3):
+        monkeypatch.setenv("RELEASE_SEARCH_THREADS", str(n))
+        assert get_tuner("xgb", matmul_task, seed=0).cost_model.num_threads == n
+        assert get_tuner("release", matmul_task, seed=0).cost_model.num_threads == n
+        assert get_tuner("ms-evolutionary", matmul_task, seed=0).num_threads == n
+        before = torch.get_num_threads()
+        with torch_search_threads():
+            assert torch.get_num_threads() == n
+        assert torch.get_num_threads() == before
+    monkeypatch.setenv("RELEASE_SEARCH_THREADS", "0")
+    with pytest.raises(TunerError, match="RELEASE_SEARCH_THREADS='0' must be a positive integer"):
+        search_threads()

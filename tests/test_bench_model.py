@@ -1,0 +1,118 @@
+"""The model benchmark tier (issue 16 item 4): the ratio table on hand-made curves, its budget
+flags, and the `model-smoke` tier end to end (real tuning, real compiles, real timings)."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from release import bench_model as BM
+from release.errors import TunerError
+
+
+def pts(*pairs):
+    return [{"trials": 10 * (i + 1), "wall_s": w, "latency_ms": l} for i, (w, l) in enumerate(pairs)]
+
+
+def test_time_to_reach_the_others_final_latency():
+    fast = pts((10, 5.0), (20, 3.0), (30, 2.0))  # final 2.0 ms after 30 s
+    slow = pts((40, 6.0), (80, 3.0), (120, 2.5))  # final 2.5 ms after 120 s
+    r = BM.ratio_table({"a": fast, "b": slow})
+    assert r["a"]["b"]["reach_s"] == 30.0  # the first checkpoint at or below 2.5 ms
+    assert r["a"]["b"]["speedup"] == pytest.approx(120 / 30)
+    assert r["b"]["a"]["reached"] is False and math.isnan(r["b"]["a"]["speedup"])  # never at 2.0 ms
+    assert BM.time_to_reach(fast, 3.0) == 20.0  # "at or below": equal counts
+
+
+def test_checkpoints_are_fractions_of_the_budget():
+    assert BM.checkpoint_trials(2000, 4) == [500, 1000, 1500, 2000]
+    assert BM.checkpoint_trials(3, 4) == [1, 2, 3]  # distinct, the last the budget
+
+
+def test_budget_flags_per_model_and_bad_values():
+    cfg = BM.ModelBenchConfig.from_tier("model", n_trial={"resnet18": 3000}, models=["resnet18", "bert-base-layer"])
+    assert cfg.n_trial == {"resnet18": 3000, "bert-base-layer": 1000}
+    assert BM.ModelBenchConfig.from_tier("model", n_trial=64).n_trial["mobilenet_v2"] == 64
+    assert BM.parse_trials("resnet18=10,tiny-cnn=4") == {"resnet18": 10, "tiny-cnn": 4}
+    with pytest.raises(TunerError, match="'ten'"):
+        BM.parse_trials("ten")
+    with pytest.raises(TunerError, match="resnet19"):
+        BM.ModelBenchConfig.from_tier("model", models=["resnet19"])
+    with pytest.raises(TunerError, match="tensorrt"):
+        BM.ModelBenchConfig.from_tier("model", references=["tensorrt"])
+    with pytest.raises(TunerError, match="'nope'"):
+        BM.ModelBenchConfig.from_tier("model", tuners=["nope"])
+
+
+def test_wall_clock_sidecar_continues_across_a_resume(tmp_path):
+    path = str(tmp_path / "x.jsonl.wall.jsonl")
+    w = BM.WallClock(path, trials=0)
+    w.on_result(None, [1, 2], [1, 2])
+    first = BM._read_jsonl(path)[-1]
+    w2 = BM.WallClock(path, trials=2)  # a resumed run: counts and clock continue
+    w2.on_result(None, [1], [1])
+    last = BM._read_jsonl(path)[-1]
+    assert first["trials"] == 2 and last["trials"] == 3
+    assert last["elapsed_s"] >= first["elapsed_s"]
+    assert BM._wall_at(BM._read_jsonl(path), 3) == last["elapsed_s"]
+
+
+def smoke(out, *extra):
+    cmd = [sys.executable, "-m", "release.cli", "bench", "--tier", "model-smoke", "--out", str(out),
+           "--n-trial", "8", "--no-progress", *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return json.load(open(out / "results.json"))
+
+
+def test_model_smoke_tier_end_to_end(tmp_path):
+    """`release bench --tier model-smoke --tuners random`: tiny-cnn tuned, compiled and timed at 2
+    checkpoints, references timed; a second invocation resumes everything (no new measurement, the
+    cached checkpoints) and reports the same curve."""
+    out = tmp_path / "smoke"
+    res = smoke(out, "--tuners", "random")
+    m = res["models"]["tiny-cnn"]
+    assert m["tasks"] >= 2 and res["threads"] == res["machine"]["cores"]
+    curve = m["runs"]["random|0"]
+    assert [p["trials"] for p in curve] == [4, 8], curve
+    assert all(p["latency_ms"] > 0 and p["max_abs_err"] < 1e-3 and p["threads"] == res["threads"] for p in curve)
+    assert 0 < curve[0]["wall_s"] <= curve[1]["wall_s"]
+    assert len(open(out / "logs" / "tiny-cnn.random.s0.jsonl").readlines()) == 8
+    refs = m["references"]
+    assert refs["eager"]["latency_ms"] > 0 and isinstance(refs["eager"]["reliable"], bool)
+    assert refs["eager"]["reliable"] or refs["eager"]["note"]  # a flagged reference says why
+    assert "latency_ms" in refs["onnxruntime"] or "onnxruntime" in refs["onnxruntime"]["error"]
+    assert refs["untuned"]["latency_ms"] > 0
+    table = open(out / "table.md").read()
+    assert "release bench --tier model-smoke --out" in table and "## tiny-cnn" in table
+    assert os.path.getsize(out / "curves.png") > 0
+    res2 = smoke(out, "--tuners", "random")  # resume: nothing measured again, checkpoints from checkpoints.json
+    assert len(open(out / "logs" / "tiny-cnn.random.s0.jsonl").readlines()) == 8
+    assert res2["models"]["tiny-cnn"]["runs"] == m["runs"]
+
+
+@pytest.mark.slow
+def test_model_smoke_tier_with_metaschedule(tmp_path):
+    """The whole smoke tier (random and MetaSchedule's tune_relax, minutes on a busy 2-core
+    machine: MetaSchedule's first batch alone took 60-130 s here): MetaSchedule's curve from its
+    database's first records, its last point the run's end, and the ratio table over both."""
+    res = smoke(tmp_path / "smoke")
+    m = res["models"]["tiny-cnn"]
+    ms = m["runs"]["ms|0"]
+    assert len(ms) == 2 and all(p["trials"] > 0 and p["max_abs_err"] < 1e-3 for p in ms), ms
+    assert ms[-1]["trials"] >= 8  # the end of the run (its last batch may overshoot)
+    assert ms[0]["wall_s"] <= ms[-1]["wall_s"]
+    assert m["ratios"]["random"]["ms"]["b_wall_s"] == ms[-1]["wall_s"]
+    assert m["ratios"]["ms"]["random"]["b_wall_s"] == m["runs"]["random|0"][-1]["wall_s"]
+
+
+def test_operator_options_on_a_model_tier_get_one_line(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "release.cli", "bench", "--tier", "model-smoke", "--workloads",
+                        "tiny.matmul.1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith("release: error: --workloads")
+    p = subprocess.run([sys.executable, "-m", "release.cli", "bench", "--tier", "smoke", "--models", "resnet18",
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "--models" in p.stderr.strip().splitlines()[-1]

@@ -1,0 +1,58 @@
+"""Whole-model tuning a user can trust (issue 16 item 3): progress and an estimate of the time left
+in every long phase, tasks ordered by their share of the end-to-end latency."""
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from release import model as M
+
+
+def task(key, weight, flop):
+    return SimpleNamespace(key=key, name=key, weight=weight, flop=flop)
+
+
+def tuner(best_s):
+    return SimpleNamespace(best_config=[0] if best_s is not None else None,
+                           best_cost=best_s if best_s is not None else float("inf"))
+
+
+def test_latency_share_uses_measured_latency_and_estimates_the_rest():
+    tasks = [task("a", 1, 4e9), task("b", 2, 1e9), task("c", 1, 1e9)]
+    # nothing measured: the FLOP share (weight x flop) = 4 : 2 : 1
+    np.testing.assert_allclose(M.latency_shares(tasks), [4 / 7, 2 / 7, 1 / 7])
+    # a measured at 1 ms (4e12 FLOP/s), b at 2 ms per run (0.5e12 FLOP/s, a slow kernel): measured
+    # weight x latency = 1 ms and 4 ms; c (unmeasured) estimated at the measured throughput
+    # (4e9 + 2e9) FLOP / 5 ms: 1e9 / 1.2e12 s = 0.833 ms
+    shares = M.latency_shares(tasks, {"a": tuner(1e-3), "b": tuner(2e-3), "c": tuner(None)})
+    cost = np.array([1e-3, 4e-3, 1e9 / 1.2e12])
+    np.testing.assert_allclose(shares, cost / cost.sum())
+    assert shares.argmax() == 1  # the slow kernel now costs the model most, not the FLOP-heaviest task
+
+
+def test_tune_model_prints_progress_and_time_left_in_every_phase(tmp_path):
+    """`release tune-model` on tiny-cnn with progress on: a bar (with tqdm's elapsed<remaining)
+    for extraction, tuning, the compile and the comparisons; the table has the latency share, and
+    the tasks come in the order of that share."""
+    p = subprocess.run([sys.executable, "-m", "release.cli", "tune-model", "--model", "tiny-cnn", "--tuner", "random",
+                        "--n-trial", "16", "--compare", "untuned,torch", "--log", str(tmp_path / "m.jsonl"),
+                        "--number", "1", "--repeat", "1", "--min-repeat-ms", "0"],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    err = p.stderr.replace("\r", "\n")
+    for phase, unit in (("extract", "task"), ("model", "trial"), ("compile", "stage"), ("compare", "step")):
+        bars = [l for l in err.splitlines() if l.startswith(f"{phase}:") and f"{unit}/s" in l or
+                l.startswith(f"{phase}:") and f"s/{unit}" in l]
+        assert bars, f"no {phase} progress bar in:\n{err[-3000:]}"
+        assert any("<" in l and "[" in l for l in bars), bars  # tqdm's [elapsed<remaining, rate]
+    assert "% of the latency" in err  # the tuning bar names the task's latency share
+    out = p.stdout
+    assert "compare  untuned, torch" in out
+    head = next(l for l in out.splitlines() if l.startswith("task "))
+    assert "latency %" in head and "FLOP %" in head
+    rows = out.split(head, 1)[1].strip().splitlines()[:2]
+    shares = [float(r.split()[3]) for r in rows]
+    assert shares == sorted(shares, reverse=True) and sum(shares) == pytest.approx(100, abs=0.2)
