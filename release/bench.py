@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .errors import TunerError
+from .errors import TunerError, check_n_trial
 
 logger = logging.getLogger(__name__)
 
@@ -114,8 +114,7 @@ class BenchConfig:
             cfg.logs = os.path.join(cfg.out, "logs") if cfg.out else os.path.join("benchmarks", "results", "logs")
         if not cfg.out:
             cfg.out = os.path.join("benchmarks", "results", tier)
-        if cfg.n_trial < 1:
-            raise TunerError(f"n_trial={cfg.n_trial} must be a positive integer")
+        check_n_trial(cfg.n_trial)
         from .tuners import TUNERS
         from .workloads import get_workload
 
@@ -440,10 +439,15 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
                          "or point --logs at the folder that holds them")
     curves: dict = {}
     split: dict = {}  # wall seconds in search, fit and measurement per run
+    provenance: dict = {}  # workload -> {code label: records} (package version and git revision)
     for w in cfg.workloads:
+        provenance[w] = {}
         for t in cfg.tuners:
             for s in cfg.seeds:
                 recs = load_records(log_path(cfg, w, t, s))[: cfg.n_trial]
+                for r in recs:
+                    label = code_label(r)
+                    provenance[w][label] = provenance[w].get(label, 0) + 1
                 if recs:
                     curves[(w, t, s)] = Curve.from_records(recs)
                     split[(w, t, s)] = {k: float(sum(getattr(r, k) for r in recs))
@@ -514,6 +518,8 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
               # of this process; runs do not record it)
               "threads": {"logged": logged_threads, "remeasured": rem_threads, "pytorch": threads,
                           "search": search_threads()},
+              # records per code revision that measured them, per workload (tables flag a mix)
+              "provenance": provenance,
               "curves": {f"{w}|{t}|{s}": {"gflops": c.gflops.tolist(), "wall": c.wall.tolist()}
                          for (w, t, s), c in curves.items()}}
     os.makedirs(cfg.out, exist_ok=True)
@@ -591,6 +597,32 @@ def _ref_cell(result: dict, w: str) -> str:
     return f"{cell} (UNRELIABLE: {why})" if why else cell
 
 
+def code_label(rec) -> str:
+    """``"<package version>@<git revision>"`` of the code that measured a record (its
+    ``release_version`` and ``revision``); ``"unrecorded"`` for records written before they were kept."""
+    if not rec.release_version and not rec.revision:
+        return "unrecorded"
+    return f"{rec.release_version or '?'}@{rec.revision or 'no-git'}"
+
+
+def _provenance_line(result: dict, workloads=None) -> list[str]:
+    """One line under a table whose logs were measured by more than one code revision (else none).
+
+    ``workloads``: the workloads the table covers (default all). Counts are records per
+    :func:`code_label`, most first.
+    """
+    counts: dict = {}
+    for w, labels in result.get("provenance", {}).items():
+        if workloads is None or w in workloads:
+            for label, n in labels.items():
+                counts[label] = counts.get(label, 0) + n
+    if len(counts) < 2:
+        return []
+    shown = "; ".join(f"{label}: {n}" for label, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return [f"**Mixed code:** the logs of this table were measured by {len(counts)} code revisions (records per "
+            f"version@revision: {shown}); compare its figures with care, or rerun on one revision.", ""]
+
+
 def _threads_line(th: dict | None) -> str:
     """One line stating the thread counts a table's figures were measured with."""
     if not th:
@@ -613,9 +645,9 @@ def markdown(result: dict) -> str:
              f"Workloads: {', '.join(cfg['workloads'])}; seeds {cfg['seeds']}; {cfg['n_trial']} trials; "
              f"baseline {result['baseline']}  ", _threads_line(result.get("threads")), "",
              f"### Against {result['baseline']}", ""]
-    lines += _summary_table(result["summary"], cfg["rounds"])
+    lines += _summary_table(result["summary"], cfg["rounds"]) + _provenance_line(result)
     for a, summ in result.get("summary_against", {}).items():
-        lines += [f"### Against {a}", ""] + _summary_table(summ, cfg["rounds"])
+        lines += [f"### Against {a}", ""] + _summary_table(summ, cfg["rounds"]) + _provenance_line(result)
     lines += ["Geometric means over tasks (of geometric means over seeds), 95% bootstrap interval over seeds. "
               "Ratios > 1 favour the tuner over the comparator. `reached`: runs that reached the comparator's "
               "final best; `<=`: the mean includes runs that never did, counted as if they had at their last "
@@ -630,6 +662,7 @@ def markdown(result: dict) -> str:
             lines.append(f"| {t} | " + " | ".join(_fmt(med[w].get(t)) for w in ws) + " |")
         refs = result.get("pytorch_gflops", {})
         lines += ["| PyTorch (eager, this CPU) | " + " | ".join(_ref_cell(result, w) for w in ws) + " |", ""]
+        lines += _provenance_line(result, ws)
     rem = {w: v for w, v in result.get("median_remeasured_gflops", {}).items() if v}
     if rem:
         ws = list(rem)
@@ -659,6 +692,7 @@ def markdown(result: dict) -> str:
                              f"{_fmt(r.get('measure_s'), 0)}) | {reach} | "
                              f"{pre}{_fmt(r.get('time_speedup'))} | {pre}{_fmt(r.get('measure_ratio'))} |")
         lines.append("")
+        lines += _provenance_line(result, [w])
     return "\n".join(lines)
 
 

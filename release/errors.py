@@ -4,7 +4,16 @@ Every error a user can cause (bad workload name, malformed target, bad trial cou
 log, unreachable RPC tracker, ...) raises a :class:`ReleaseError` subclass whose message names
 the bad value and the fix. The CLI turns these into one line on stderr and exit status 2.
 Internal invariants use ``assert``.
+
+User input is validated once, where it enters: the CLI commands and the public entry points and
+constructors (``Tuner.tune``, ``tune_model``, ``tune_model_ray``, ``BenchConfig``, the tuners'
+constructors, ``ModelBasedConfig.check``). A value checked by more than one of them is checked
+by one function here (:func:`check_n_trial`, :func:`check_plan_size`), so the rule and the
+message are written once; the internal parts (cost model, model optimizers, samplers, the
+session) trust what they are handed.
 """
+
+import numbers
 
 
 def error_line(err: BaseException, first: bool = False, limit: int = 400) -> str:
@@ -64,3 +73,37 @@ class ModelError(ReleaseError):
 class AliasError(ReleaseError, ImportError):
     """The ``tvm.autotvm`` alias (``release.tvm_autotvm``) cannot be installed, or a name asked of it
     needs Relay or AutoTVM's templates, which TVM removed in 0.20."""
+
+
+def check_n_trial(n_trial, label: str | None = None) -> None:
+    """Raise :class:`TunerError` unless ``n_trial`` (a trial budget) is an integer >= 1.
+
+    Parameters
+    ----------
+    n_trial : object
+        The value given (Python or NumPy integer expected).
+    label : str, optional
+        How the message names the value (default ``"n_trial=<repr>"``; the CLI passes
+        ``"--n-trial <value>"``).
+
+    Raises
+    ------
+    TunerError
+        ``"<label> must be a positive integer"``.
+    """
+    if not isinstance(n_trial, numbers.Integral) or n_trial < 1:
+        raise TunerError(f"{label or f'n_trial={n_trial!r}'} must be a positive integer")
+
+
+def check_plan_size(plan_size) -> None:
+    """Raise :class:`TunerError` unless ``plan_size`` (configs per round) is an integer >= 1.
+
+    A bool is refused (``plan_size=True`` is a mistake, not 1). AutoTVM's default is 64.
+
+    Raises
+    ------
+    TunerError
+        ``"plan_size=<repr> must be an integer >= 1 (AutoTVM's default is 64)"``.
+    """
+    if not isinstance(plan_size, numbers.Integral) or isinstance(plan_size, bool) or plan_size < 1:
+        raise TunerError(f"plan_size={plan_size!r} must be an integer >= 1 (AutoTVM's default is 64)")

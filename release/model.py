@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import ModelError, ReleaseError, error_line
+from .errors import ModelError, ReleaseError, check_n_trial, error_line
 
 logger = logging.getLogger(__name__)
 
@@ -527,8 +527,7 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     from .tuners import get_tuner
     from .tuners.callback import progress_bar
 
-    if n_trial < 1:
-        raise TunerError(f"n_trial={n_trial} must be a positive integer")
+    check_n_trial(n_trial)
     if not tasks:
         raise TunerError("the model has no tunable task")
     own = measure_option is None

@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from dataclasses import replace
 from typing import Callable, Sequence
 
 from .errors import InvalidConfigError, TunerError
@@ -258,8 +259,7 @@ class TuningSession:
                 continue
             if c in self.visited and rec.error_kind != ErrorKind.WRONG_OUTPUT:
                 continue
-            r = MeasureResult(config=c, costs=list(rec.costs), error_kind=rec.error_kind, error_msg=rec.error_msg,
-                              build_s=rec.build_s, run_s=rec.run_s, measure_s=rec.measure_s, timestamp=rec.timestamp)
+            r = rec if rec.config == c else replace(rec, config=c)  # a record is a result (one type)
             self._observe_stored(r)
             results.append(r)
         if unusable:

@@ -281,6 +281,25 @@ def ensure_tensor_intrinsics(target=None) -> None:
     (so those imports become no-ops) and imports only the submodule the target needs: ``x86``
     for an x86 llvm target (0.4 s), ``arm_cpu`` / ``riscv_cpu`` for those CPUs, ``cuda`` for CUDA
     (still ~20 s), ``rocm`` for ROCm. Other kinds import the full package. Idempotent.
+
+    This is process-wide state (``sys.modules`` and ``tvm.s_tir.tensor_intrin``), so it is set
+    in one place per way into TVM, each an entry point; code that receives a
+    :class:`release.task.Task` relies on the task's creation having called it:
+
+    - task creation: :class:`release.task.Task` ``__init__`` (every task, also one a Ray worker
+      rebuilds from JSON); the knob space, the program features and ``MSEvolutionaryTuner`` hold a task;
+    - build workers: ``release.measure._worker.init_worker``, the initializer of
+      :class:`release.measure.LocalBuilder`'s worker pool and of :func:`release.strategy.fast_builder`'s;
+    - Relax model entry points that use MetaSchedule without a task: ``release.model.prepare``,
+      ``compile_model``, ``tune_with_metaschedule``; and :func:`release.strategy.fast_builder`
+      (``tune_tir`` / ``tune_relax`` users call it before MetaSchedule's ``TuneContext`` imports).
+
+    ``tests/test_architecture.py`` asserts that the calls in ``release/`` are exactly these.
+
+    Parameters
+    ----------
+    target : tvm.target.Target, optional
+        Default None: an x86 CPU.
     """
     import tvm  # noqa: F401
 

@@ -106,6 +106,7 @@ class Task:
                                                   and "layout_free_buffers" in attrs else ()))
         self.target = resolve_target(target)
         self.target_json = target_to_json(self.target)
+        ensure_tensor_intrinsics(self.target)  # an entry point: knob space, features, MetaSchedule need them
         digest = hashlib.sha1(
             f"{tvm_ffi.structural_hash(self.mod)}|{self.target_json}".encode()
         ).hexdigest()[:16]

@@ -130,7 +130,8 @@ def timing_priority(value: str | None = None) -> str:
     Parameters
     ----------
     value : str or None
-        ``"realtime"``, ``"normal"`` or ``""``; None reads ``RELEASE_TIMING_PRIORITY``.
+        ``"realtime"``; ``"normal"`` (a process raised earlier goes back to the normal policy);
+        ``""`` (no change); None reads ``RELEASE_TIMING_PRIORITY``.
 
     Returns
     -------
@@ -145,6 +146,8 @@ def timing_priority(value: str | None = None) -> str:
     """
     value = (os.environ.get(PRIORITY_ENV, "") if value is None else value).strip().lower()
     if value in ("", "normal"):
+        if value == "normal" and hasattr(os, "sched_getscheduler") and os.sched_getscheduler(0) != os.SCHED_OTHER:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))  # back from real-time
         return "normal"
     if value != "realtime":
         raise ValueError(f"{PRIORITY_ENV}={value!r} is not a timing priority: use 'realtime' or 'normal'")

@@ -140,3 +140,43 @@ def test_summary_counts_every_run_and_names_exclusions():
     table = "\n".join(bench._summary_table(s, 1))
     assert "excluded 1/2: 1 without records" in table
     assert "excluded 1/2: 1 without a value" in table
+
+
+def _write_log(path, revisions, flop=5.24288e5):
+    """A hand-made log of one record per revision label (version, revision), 1, 2, ... ms."""
+    import os
+
+    from release.measure.records import Record
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        for i, (version, rev) in enumerate(revisions):
+            f.write(Record(task="tiny.matmul.1/0", name="tiny.matmul.1", target='{"kind": "llvm"}', config=[i],
+                           costs=[1e-3 * (i + 1)], flop=flop, measure_s=1.0, release_version=version,
+                           revision=rev).to_json() + "\n")
+
+
+def test_report_flags_tables_built_from_logs_of_different_revisions(tmp_path):
+    """Records carry the package version and git revision that measured them (issue 15 item 7): a
+    table whose logs mix revisions says so in one line under it; one revision gives no line."""
+    cfg = bench.BenchConfig.from_tier("smoke", out=str(tmp_path / "mixed"), logs=str(tmp_path / "logs"), n_trial=3,
+                                      tuners=["random", "grid"], seeds=[0], against=["grid"])
+    one = [("0.1.0", "aaaaaaaaaaaa")] * 3
+    _write_log(bench.log_path(cfg, "tiny.matmul.1", "random", 0), one)
+    _write_log(bench.log_path(cfg, "tiny.matmul.1", "grid", 0), [("0.1.0", "aaaaaaaaaaaa"), ("0.1.0", "bbbbbbbbbbbb"),
+                                                                   ("", "")])
+    res = bench.report(cfg)
+    assert res["provenance"] == {"tiny.matmul.1": {"0.1.0@aaaaaaaaaaaa": 4, "0.1.0@bbbbbbbbbbbb": 1,
+                                                   "unrecorded": 1}}
+    table = (tmp_path / "mixed" / "table.md").read_text().splitlines()
+    flags = [i for i, line in enumerate(table) if line.startswith("**Mixed code:**")]
+    # under both summary tables, the median table and the task's table
+    assert len(flags) == 4
+    assert all(table[i - 1] == "" or table[i - 1].startswith("|") for i in flags)
+    assert ("3 code revisions (records per version@revision: 0.1.0@aaaaaaaaaaaa: 4; 0.1.0@bbbbbbbbbbbb: 1; "
+            "unrecorded: 1)") in table[flags[0]]
+    # the same logs, truncated to the first record of each run: one revision, no line
+    first = bench.BenchConfig.from_tier("smoke", out=str(tmp_path / "one"), logs=cfg.logs, n_trial=1,
+                                        tuners=["random", "grid"], seeds=[0], against=["grid"])
+    assert bench.report(first)["provenance"] == {"tiny.matmul.1": {"0.1.0@aaaaaaaaaaaa": 2}}
+    assert "Mixed code" not in (tmp_path / "one" / "table.md").read_text()

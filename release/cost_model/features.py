@@ -138,9 +138,7 @@ class ProgramFeatureCache:
             return
         from tvm.s_tir import meta_schedule as ms
 
-        from ..target import ensure_tensor_intrinsics
-
-        ensure_tensor_intrinsics(self.space.task.target)
+        # the task's creation registered the target's tensor intrinsics (Task.__init__)
         self._extractor = ms.feature_extractor.PerStoreFeature()
         self._ctx = ms.TuneContext(mod=self.space.task.mod, target=self.space.task.target, num_threads=1)
 

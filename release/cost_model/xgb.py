@@ -222,7 +222,8 @@ class XGBoostCostModel(CostModel):
         Raises
         ------
         TunerError
-            Shapes that do not match, or ``plan_size < 1``.
+            Shapes that do not match. (``plan_size`` is the tuner's, validated where the user gave it:
+            :func:`release.errors.check_plan_size`.)
 
         Notes
         -----
@@ -235,8 +236,6 @@ class XGBoostCostModel(CostModel):
         if xs.ndim != 2 or xs.shape[1] != self.space.n_knobs or len(xs) != len(ys):
             raise TunerError(f"fit got configs of shape {xs.shape} and {len(ys)} throughputs; expected "
                              f"(n, {self.space.n_knobs}) and n")
-        if not isinstance(plan_size, (int, np.integer)) or plan_size < 1:
-            raise TunerError(f"plan_size={plan_size!r} must be an integer >= 1")
         y_max = float(ys.max()) if len(ys) else 0.0
         if len(ys) < 2 or y_max <= 0:
             logger.info("cost model: not fitting on %d samples with best throughput %g", len(ys), y_max)

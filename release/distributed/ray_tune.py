@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..errors import ReleaseError, TunerError
+from ..errors import ReleaseError, TunerError, check_n_trial
 
 logger = logging.getLogger(__name__)
 
@@ -338,8 +338,7 @@ def tune_model_ray(tasks: list, n_trial: int, log: str, tuner: str = "random", m
     """
     from ..model import TuneModelResult
 
-    if not isinstance(n_trial, int) or n_trial < 1:
-        raise TunerError(f"n_trial={n_trial!r} must be a positive integer")
+    check_n_trial(n_trial)
     if not tasks:
         raise TunerError("the model has no tunable task")
     if scheduler not in (None, "gradient", "round-robin"):

@@ -24,6 +24,8 @@ import logging
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import torch
+from torch import nn
 
 from ..errors import GraphError
 from .graph import ComputationGraph
@@ -132,80 +134,73 @@ class PolicyConfig:
             raise GraphError(f"rho_grid entries must be in [0, 1], got {self.rho_grid}")
 
 
-def _torch():
-    import torch
-
-    return torch
-
-
 def _mlp(i: int, h: int, o: int):
-    nn = _torch().nn
     return nn.Sequential(nn.Linear(i, h), nn.ReLU(), nn.Linear(h, o))
 
 
 def graph_tensors(graph: ComputationGraph):
     """Tensors the policy reads: features (n, 16) float32 and the edge list (E, 2) int64 (data + control)."""
-    torch = _torch()
     x = torch.from_numpy(node_features(graph))
     e = torch.from_numpy(np.asarray(graph.all_edges, dtype=np.int64).reshape(-1, 2))
     return x, e
 
 
-def _build_class():
-    torch = _torch()
-    nn = torch.nn
+class RegalPolicy(nn.Module):
+    """The policy network (a ``torch.nn.Module``).
 
-    class RegalPolicyNet(nn.Module):
-        def __init__(self, cfg: PolicyConfig):
-            super().__init__()
-            cfg.validate()
-            self.cfg = cfg
-            h = cfg.hidden
-            self.enc = _mlp(N_FEATURES, h, h)
-            self.fwd = nn.ModuleList([nn.Linear(h, h) for _ in range(cfg.layers)])
-            self.bwd = nn.ModuleList([nn.Linear(h, h) for _ in range(cfg.layers)])
-            self.upd = nn.ModuleList([_mlp(3 * h, h, h) for _ in range(cfg.layers)])
-            self.key_head = nn.Linear(2 * h, cfg.key_types * len(cfg.beta_grid))
-            self.rho_head = nn.Linear(2 * h, len(cfg.rho_grid))
-            with torch.no_grad():
-                for head, k in ((self.key_head, len(cfg.beta_grid)), (self.rho_head, len(cfg.rho_grid))):
-                    head.weight.mul_(0.1)
-                    head.bias.zero_()
-                    if k > 1:
-                        head.bias.view(-1, k)[:, 0] = float(np.log(cfg.plain_prob * (k - 1) / (1 - cfg.plain_prob)))
+    Parameters
+    ----------
+    cfg : PolicyConfig, optional
+        Sizes and grids (default ``PolicyConfig()``); validated here.
 
-        def forward(self, x, edges):
-            n = x.shape[0]
-            h = self.enc(x)
-            src, dst = edges[:, 0], edges[:, 1]
-            ones = torch.ones(len(src), dtype=h.dtype)
-            indeg = torch.zeros(n, dtype=h.dtype).index_add_(0, dst, ones).clamp(min=1.0)[:, None]
-            outdeg = torch.zeros(n, dtype=h.dtype).index_add_(0, src, ones).clamp(min=1.0)[:, None]
-            for f, b, u in zip(self.fwd, self.bwd, self.upd):
-                mf = torch.zeros_like(h).index_add_(0, dst, f(h)[src]) / indeg  # from predecessors
-                mb = torch.zeros_like(h).index_add_(0, src, b(h)[dst]) / outdeg  # from successors
-                h = h + u(torch.cat([h, mf, mb], dim=1))
-            z = torch.cat([h, h.mean(0, keepdim=True).expand(n, -1)], dim=1)
-            key = self.key_head(z).view(n, self.cfg.key_types, len(self.cfg.beta_grid))
-            return key, self.rho_head(z)
+    Notes
+    -----
+    ``policy(x, edges)`` with ``x`` of shape (n, 16) float32 (:func:`node_features`) and ``edges``
+    of shape (E, 2) int64 returns ``key_logits`` of shape (n, key_types, len(beta_grid)) and
+    ``rho_logits`` of shape (n, len(rho_grid)). Weights are initialised from torch's global RNG:
+    call ``torch.manual_seed(seed)`` first. The heads start near plain BRKGA: small weights and a
+    bias giving index 0 (Beta(1, 1), rho 0.7) the probability ``cfg.plain_prob``.
 
-    return RegalPolicyNet
-
-
-_CLS = None
-
-
-def RegalPolicy(cfg: PolicyConfig | None = None):
-    """Create the policy network (a ``torch.nn.Module``).
-
-    ``policy(x, edges)`` with ``x`` of shape (n, 16) and ``edges`` of shape (E, 2) returns
-    ``key_logits`` of shape (n, key_types, len(beta_grid)) and ``rho_logits`` of shape (n, len(rho_grid)).
-    Weights are initialised from torch's global RNG: call ``torch.manual_seed(seed)`` first.
+    Raises
+    ------
+    GraphError
+        On a bad ``cfg`` (:meth:`PolicyConfig.validate`).
     """
-    global _CLS
-    if _CLS is None:
-        _CLS = _build_class()
-    return _CLS(cfg or PolicyConfig())
+
+    def __init__(self, cfg: PolicyConfig | None = None):
+        super().__init__()
+        cfg = cfg or PolicyConfig()
+        cfg.validate()
+        self.cfg = cfg
+        h = cfg.hidden
+        self.enc = _mlp(N_FEATURES, h, h)
+        self.fwd = nn.ModuleList([nn.Linear(h, h) for _ in range(cfg.layers)])
+        self.bwd = nn.ModuleList([nn.Linear(h, h) for _ in range(cfg.layers)])
+        self.upd = nn.ModuleList([_mlp(3 * h, h, h) for _ in range(cfg.layers)])
+        self.key_head = nn.Linear(2 * h, cfg.key_types * len(cfg.beta_grid))
+        self.rho_head = nn.Linear(2 * h, len(cfg.rho_grid))
+        with torch.no_grad():
+            for head, k in ((self.key_head, len(cfg.beta_grid)), (self.rho_head, len(cfg.rho_grid))):
+                head.weight.mul_(0.1)
+                head.bias.zero_()
+                if k > 1:
+                    head.bias.view(-1, k)[:, 0] = float(np.log(cfg.plain_prob * (k - 1) / (1 - cfg.plain_prob)))
+
+    def forward(self, x, edges):
+        """``(key_logits, rho_logits)`` of one graph; shapes in the class docstring."""
+        n = x.shape[0]
+        h = self.enc(x)
+        src, dst = edges[:, 0], edges[:, 1]
+        ones = torch.ones(len(src), dtype=h.dtype)
+        indeg = torch.zeros(n, dtype=h.dtype).index_add_(0, dst, ones).clamp(min=1.0)[:, None]
+        outdeg = torch.zeros(n, dtype=h.dtype).index_add_(0, src, ones).clamp(min=1.0)[:, None]
+        for f, b, u in zip(self.fwd, self.bwd, self.upd):
+            mf = torch.zeros_like(h).index_add_(0, dst, f(h)[src]) / indeg  # from predecessors
+            mb = torch.zeros_like(h).index_add_(0, src, b(h)[dst]) / outdeg  # from successors
+            h = h + u(torch.cat([h, mf, mb], dim=1))
+        z = torch.cat([h, h.mean(0, keepdim=True).expand(n, -1)], dim=1)
+        key = self.key_head(z).view(n, self.cfg.key_types, len(self.cfg.beta_grid))
+        return key, self.rho_head(z)
 
 
 @dataclass
@@ -257,7 +252,6 @@ class Action:
 
 def distributions(policy, x, edges):
     """Categorical distributions (key, rho) of ``policy`` on one graph's tensors."""
-    torch = _torch()
     key_logits, rho_logits = policy(x, edges)
     return torch.distributions.Categorical(logits=key_logits), torch.distributions.Categorical(logits=rho_logits)
 
@@ -273,7 +267,6 @@ def sample_action(policy, x, edges, generator=None, greedy: bool = False):
     entropy : torch scalar
         Mean per-node entropy (key types and rho summed), differentiable.
     """
-    torch = _torch()
     dk, dr = distributions(policy, x, edges)
     if greedy:
         k, r = dk.probs.argmax(-1), dr.probs.argmax(-1)
@@ -289,7 +282,6 @@ def sample_action(policy, x, edges, generator=None, greedy: bool = False):
 
 def policy_action(policy, graph: ComputationGraph, greedy: bool = True, seed: int = 0) -> Action:
     """The policy's choices for ``graph`` (most likely choices by default; ``greedy=False`` samples with ``seed``)."""
-    torch = _torch()
     x, e = graph_tensors(graph)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -299,7 +291,6 @@ def policy_action(policy, graph: ComputationGraph, greedy: bool = True, seed: in
 
 def save_policy(policy, path, meta: dict | None = None, extra: dict | None = None) -> None:
     """Save weights and config (``torch.save``) to ``path``; ``meta`` is stored too (e.g. training command)."""
-    torch = _torch()
     d = {"config": asdict(policy.cfg), "state_dict": policy.state_dict(), "meta": meta or {}}
     d.update(extra or {})
     torch.save(d, str(path))
@@ -322,7 +313,6 @@ def load_checkpoint_file(path) -> dict:
     """
     from pathlib import Path
 
-    torch = _torch()
     p = Path(path)
     if not p.is_file():
         raise GraphError(f"policy checkpoint {str(p)!r} not found; train one with `release regal train` or pass "
@@ -348,7 +338,6 @@ def load_policy(path):
     """
     from pathlib import Path
 
-    torch = _torch()
     p = Path(path)
     if not p.exists():
         raise GraphError(f"policy checkpoint {str(p)!r} not found; train one with `release regal train` or pass "

@@ -101,39 +101,64 @@ class TrainConfig:
 
 
 # ---------------------------------------------------------------------- BRKGA runs (in workers)
-_GRAPHS: list = []
-_MODEL_KW: dict = {}
-
-
-def _init_worker(graph_dicts, model_kw) -> None:
-    global _GRAPHS, _MODEL_KW
+def _init_worker() -> None:
+    """Pool initializer: one torch thread per BRKGA worker process (the pool is the parallelism)."""
     try:
         import torch
 
         torch.set_num_threads(1)
     except ImportError:  # pragma: no cover
         pass
-    _GRAPHS = [ComputationGraph.from_dict(d) for d in graph_dicts]
-    _MODEL_KW = dict(model_kw)
 
 
-def _run_task(task) -> tuple[float, float]:
-    """(graph index, budget, seed, params or None) -> (best objective, violation)."""
-    from .brkga import brkga
-    from .perf_model import PerformanceModel
+class BRKGAJob:
+    """One BRKGA run per task on fixed graphs: the picklable callable a :class:`BRKGARunner` maps.
 
-    from .brkga import BRKGAConfig
+    It holds its graphs (as :meth:`ComputationGraph.to_dict` dicts) and performance-model
+    arguments itself, so no module state is shared between runners or processes: a worker
+    receives it with each chunk of tasks and rebuilds a graph's :class:`PerformanceModel` once per
+    chunk (kept on the instance).
 
-    gi, budget, seed, params = task[:4]
-    config = BRKGAConfig(**task[4]) if len(task) > 4 and task[4] else None
-    kw = dict(_MODEL_KW)
-    devices, objective = kw.pop("devices"), kw.pop("objective")
-    m = PerformanceModel(_GRAPHS[gi], devices, objective, **kw)
-    params = dict(params or {})
-    if config is not None and params.get("rho") is None:
-        params.pop("rho", None)
-    r = brkga(m, budget, config, seed=seed, **params)
-    return r.best_objective, r.best_violation
+    Parameters
+    ----------
+    graph_dicts : list of dict
+    model_kw : dict
+        ``devices``, ``objective`` and further :class:`PerformanceModel` arguments.
+    """
+
+    def __init__(self, graph_dicts, model_kw) -> None:
+        self.graph_dicts = list(graph_dicts)
+        self.model_kw = dict(model_kw)
+        self._models: dict = {}
+
+    def __getstate__(self) -> dict:
+        return {"graph_dicts": self.graph_dicts, "model_kw": self.model_kw}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["graph_dicts"], state["model_kw"])
+
+    def model(self, gi: int):
+        """The :class:`PerformanceModel` of graph ``gi`` (built on first use)."""
+        from .perf_model import PerformanceModel
+
+        if gi not in self._models:
+            kw = dict(self.model_kw)
+            devices, objective = kw.pop("devices"), kw.pop("objective")
+            self._models[gi] = PerformanceModel(ComputationGraph.from_dict(self.graph_dicts[gi]), devices, objective,
+                                                **kw)
+        return self._models[gi]
+
+    def __call__(self, task) -> tuple[float, float]:
+        """``(graph index, budget, seed, params or None[, BRKGA config dict])`` -> ``(best objective, violation)``."""
+        from .brkga import BRKGAConfig, brkga
+
+        gi, budget, seed, params = task[:4]
+        config = BRKGAConfig(**task[4]) if len(task) > 4 and task[4] else None
+        params = dict(params or {})
+        if config is not None and params.get("rho") is None:
+            params.pop("rho", None)
+        r = brkga(self.model(gi), budget, config, seed=seed, **params)
+        return r.best_objective, r.best_violation
 
 
 class BRKGARunner:
@@ -151,19 +176,16 @@ class BRKGARunner:
     """
 
     def __init__(self, graphs, objective: str, devices: int, workers: int = 1, **model_kw) -> None:
-        self.args = ([g.to_dict() for g in graphs], dict(objective=objective, devices=devices, **model_kw))
+        self.job = BRKGAJob([g.to_dict() for g in graphs], dict(objective=objective, devices=devices, **model_kw))
         self.pool = None
         if workers > 1:
-            self.pool = ProcessPoolExecutor(workers, initializer=_init_worker, initargs=self.args)
-        else:
-            _init_worker(*self.args)
+            self.pool = ProcessPoolExecutor(workers, initializer=_init_worker)
 
     def run(self, tasks: list) -> list[tuple[float, float]]:
         """Run ``(graph index, budget, seed, params[, brkga config dict])`` tasks; returns ``(objective, violation)`` in task order."""
         if self.pool is None:
-            _init_worker(*self.args)  # inline: another runner may have replaced the globals
-            return [_run_task(t) for t in tasks]
-        return list(self.pool.map(_run_task, tasks, chunksize=max(1, len(tasks) // 16)))
+            return [self.job(t) for t in tasks]
+        return list(self.pool.map(self.job, tasks, chunksize=max(1, len(tasks) // 16)))
 
     def close(self) -> None:
         """Shut the worker pool down."""

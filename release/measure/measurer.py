@@ -125,7 +125,7 @@ class Measurer:
         todo = []  # (index, mod, args)
         for c in configs:
             c = space.canonical(c)
-            r = MeasureResult(config=c)
+            r = MeasureResult(config=c).stamp(self.task)  # a record of this task from the start
             results.append(r)
             try:
                 sch = space.apply(c)
@@ -133,7 +133,7 @@ class Measurer:
                 r.error_kind, r.error_msg = ErrorKind.INVALID, err.reason
                 done(r)
                 continue
-            r.trace = sch.trace
+            r.set_trace(sch.trace)
             todo.append((len(results) - 1, sch.mod, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
         t_replayed = time.perf_counter()
         built = self.builder.build([m for _, m, _ in todo], self.task.target_json)

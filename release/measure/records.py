@@ -5,136 +5,30 @@ a killed run loses nothing it finished; a tuner given the same log resumes witho
 config twice. Lines that do not parse are skipped with a warning, never deleted. Records convert
 to MetaSchedule ``TuningRecord``s, so TVM's own ``compile_tir`` / ``compile_relax`` apply them.
 
-Record fields: ``version, task (key), name, target (JSON), config, trace (MetaSchedule trace
-JSON), costs (s), error_kind, error_msg, timestamp (unix s), build_s, run_s, measure_s,
-search_s, fit_s, tuner, flop, round, threads`` (threads the kernel ran on), ``layout_rewrite``
-(the weight was pre-packed).
+A record is a :class:`release.measure.result.MeasureResult` (``Record`` is the same class): the
+measurer's result, stamped with its task, tuner and provenance, is what a log stores. Fields, in
+JSON order: ``task (key), name, target (JSON), config, trace (MetaSchedule trace JSON), costs (s),
+error_kind, error_msg, timestamp (unix s), build_s, run_s, measure_s, search_s, fit_s, tuner,
+flop, round, threads`` (threads the kernel ran on), ``layout_rewrite`` (the weight was
+pre-packed), ``release_version, revision`` (the code that measured it), ``version``.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
 from ..callback import Callback
 from ..errors import RecordError
-from .result import ErrorKind
+from .result import RECORD_VERSION, ErrorKind, MeasureResult, provenance, to_py  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
 
-RECORD_VERSION = 1
-
-
-def to_py(obj):
-    """Convert TVM FFI containers (Array, Map, String, IntImm, FloatImm) to plain Python."""
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    if hasattr(obj, "items"):
-        return {str(k): to_py(v) for k, v in obj.items()}
-    if hasattr(obj, "value") and not isinstance(obj, (list, tuple)):
-        return obj.value
-    if isinstance(obj, (list, tuple)) or hasattr(obj, "__len__"):
-        return [to_py(x) for x in obj]
-    return str(obj)
-
-
-@dataclass
-class Record:
-    """One measured config. Costs in seconds; times in seconds; ``flop`` per run."""
-
-    task: str
-    name: str
-    target: str
-    config: list
-    trace: object = None
-    costs: list = field(default_factory=list)
-    error_kind: str = ""
-    error_msg: str = ""
-    timestamp: float = 0.0
-    build_s: float = 0.0
-    run_s: float = 0.0
-    measure_s: float = 0.0
-    search_s: float = 0.0
-    fit_s: float = 0.0
-    tuner: str = ""
-    flop: float = 0.0
-    round: int = 0
-    #: threads the kernel was timed with (0: not run, or a record written before the count was
-    #: set explicitly, when TVM's runtime defaulted to half the cores: 1 on a 2-core machine)
-    threads: int = 0
-    #: the schedule rewrites a layout-free weight's layout (MetaSchedule's RewriteLayout fired:
-    #: the kernel was timed on the pre-packed weight)
-    layout_rewrite: bool = False
-    #: version of the release package that measured it (``release.__version__``; "" in older logs)
-    release_version: str = ""
-    #: git revision of the code that measured it (12 hex digits; "" outside a git checkout, or in older logs)
-    revision: str = ""
-    version: int = RECORD_VERSION
-
-    @property
-    def ok(self) -> bool:
-        return not self.error_kind and bool(self.costs)
-
-    @property
-    def mean_cost(self) -> float:
-        """Mean run time in seconds (``inf`` for a failed measurement)."""
-        return sum(self.costs) / len(self.costs) if self.ok else float("inf")
-
-    @property
-    def gflops(self) -> float:
-        """Throughput in GFLOPS (0 for a failed measurement)."""
-        return self.flop / self.mean_cost / 1e9 if self.ok and self.mean_cost > 0 else 0.0
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, line: str) -> "Record":
-        d = json.loads(line)
-        if not isinstance(d, dict) or "task" not in d or "config" not in d:
-            raise ValueError("not a release record")
-        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
-
-    @classmethod
-    def from_result(cls, task, result, tuner: str = "") -> "Record":
-        """Make a record from a :class:`release.measure.MeasureResult` of ``task``."""
-        trace = to_py(result.trace.as_json(remove_postproc=False)) if result.trace is not None else None
-        return cls(task=task.key, name=task.name, target=task.target_json, config=[int(x) for x in result.config],
-                   trace=trace, costs=list(result.costs), error_kind=result.error_kind, error_msg=result.error_msg,
-                   timestamp=result.timestamp, build_s=result.build_s, run_s=result.run_s,
-                   measure_s=result.measure_s, search_s=result.search_s, fit_s=result.fit_s, tuner=tuner, flop=task.flop,
-                   round=result.round, threads=result.threads, release_version=provenance()[0],
-                   revision=provenance()[1],
-                   layout_rewrite=result.trace is not None and any(
-                       i.kind.name == "TransformLayout" for i in result.trace.insts))
-
-
-@functools.lru_cache(maxsize=None)
-def provenance() -> tuple[str, str]:
-    """``(package version, git revision)`` of the code running now, stamped on every record.
-
-    The revision is ``git rev-parse --short=12 HEAD`` of the checkout the package is imported
-    from (asked once per process, 5 s at most); "" when it is not a git checkout or git is missing.
-    """
-    import subprocess
-
-    from .. import __version__
-
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    rev = ""
-    try:
-        out = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
-        if out.returncode == 0:
-            rev = out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return __version__, rev
+#: One record type: a log line is a :class:`MeasureResult` (fields and JSON layout there). ``Record``
+#: is kept as its name here, for the README's API, for code that imports it and for old logs.
+Record = MeasureResult
 
 
 def _check_path(path) -> None:
@@ -261,9 +155,9 @@ class log_to_file(Callback):
             if _ends_mid_line(self.path):  # a crash cut the last line: start a new one, lose no record
                 f.write("\n")
             for res in results:
-                rec = Record.from_result(tuner.task, res, tuner=tuner.name)
-                f.write(rec.to_json() + "\n")
-                self._records.append(rec)
+                res.stamp(tuner.task, tuner.name)  # the result is the record
+                f.write(res.to_json() + "\n")
+                self._records.append(res)
                 f.flush()
                 if self.fsync:
                     os.fsync(f.fileno())
@@ -337,7 +231,7 @@ class log_to_database(Callback):
 
     def on_result(self, tuner, inputs, results) -> None:
         """Commit the successful results of ``results``."""
-        recs = [Record.from_result(tuner.task, r, tuner=tuner.name) for r in results if r.ok]
+        recs = [r.stamp(tuner.task, tuner.name) for r in results if r.ok]
         add_to_database(self.database, recs, tuner.task)
 
 

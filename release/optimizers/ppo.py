@@ -223,10 +223,8 @@ class RLOptimizer(ModelOptimizer):
             Up to ``num`` distinct canonical configs, highest predicted score first (by
             ``predict_program`` when re-ranked).
 
-        Raises
-        ------
-        TunerError
-            ``num < 1``.
+        ``num`` (>= 1) is the tuner's plan size, validated where the user gave it
+        (:func:`release.errors.check_plan_size`), not again here.
         """
         from ..threads import torch_search_threads
 
@@ -234,8 +232,6 @@ class RLOptimizer(ModelOptimizer):
             return self._find_maximums(model, num, exclusive)
 
     def _find_maximums(self, model, num: int, exclusive: set) -> list[tuple]:
-        if not isinstance(num, (int, np.integer)) or num < 1:
-            raise TunerError(f"find_maximums num={num!r} must be an integer >= 1")
         model = as_cost_model(model)
         keep = model.rerank_keep(int(num), self.rerank_ratio)
         scores = _RoundScores(model, self.space)

@@ -163,13 +163,9 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
         list[tuple]
             Canonical configs, best first (by the model's ``rerank`` if it re-ranks, else ``predict``).
 
-        Raises
-        ------
-        TunerError
-            ``num < 1``.
+        ``num`` (>= 1) is the tuner's plan size, validated where the user gave it
+        (:func:`release.errors.check_plan_size`), not again here.
         """
-        if not isinstance(num, (int, np.integer)) or num < 1:
-            raise TunerError(f"find_maximums num={num!r} must be an integer >= 1")
         p = self.params
         t_start = time.perf_counter()
         model = as_cost_model(model)

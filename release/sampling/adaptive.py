@@ -153,13 +153,11 @@ class AdaptiveSampler(Sampler):
             At most ``plan_size`` distinct canonical configs, none in ``visited`` and (with
             ``check_valid``) none invalid; one per cluster, in the order of each cluster's best candidate.
 
-        Raises
-        ------
-        TunerError
-            ``plan_size < 1``.
+        Notes
+        -----
+        ``plan_size`` (>= 1) is the tuner's, validated where the user gave it
+        (:func:`release.errors.check_plan_size`), not again here.
         """
-        if not isinstance(plan_size, (int, np.integer)) or plan_size < 1:
-            raise TunerError(f"plan_size={plan_size!r} must be a positive integer")
         cands = list(dict.fromkeys(space.canonical(c) for c in candidates))
         cands = [c for c in cands if c not in visited]
         if not cands:

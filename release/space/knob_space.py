@@ -168,10 +168,7 @@ class KnobSpace:
     def __init__(self, task, probe_seed: int = 0):
         from tvm.s_tir import meta_schedule as ms
 
-        from ..target import ensure_tensor_intrinsics
-
-        self.task = task
-        ensure_tensor_intrinsics(task.target)
+        self.task = task  # its creation registered the target's tensor intrinsics (Task.__init__)
         ctx = ms.TuneContext(
             mod=task.mod, target=task.target, space_generator="post-order-apply",
             search_strategy="replay-trace", rand_state=max(1, probe_seed + 1), num_threads=1,

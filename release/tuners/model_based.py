@@ -37,7 +37,7 @@ from typing import Sequence
 import numpy as np
 
 from ..cost_model.base import CostModel, as_cost_model
-from ..errors import TunerError
+from ..errors import TunerError, check_plan_size
 from ..measure.measure import MeasureResult
 from ..optimizers.base import ModelOptimizer
 from ..sampling.base import PassThroughSampler, Sampler
@@ -95,8 +95,7 @@ class ModelBasedTuner(RandomTuner):
                  diversity_filter_ratio: float | None = None, sampler=None, seed: int | None = None,
                  local_search=False):
         super().__init__(task, seed=seed)
-        if not isinstance(plan_size, (int, np.integer)) or isinstance(plan_size, bool) or plan_size < 1:
-            raise TunerError(f"plan_size={plan_size!r} must be an integer >= 1 (AutoTVM's default is 64)")
+        check_plan_size(plan_size)
         if diversity_filter_ratio is not None and diversity_filter_ratio < 1:
             raise TunerError(f"diversity_filter_ratio={diversity_filter_ratio!r} must be >= 1 or None")
         if not isinstance(model_optimizer, ModelOptimizer):

@@ -130,9 +130,7 @@ class MSEvolutionaryTuner(Tuner):
     def _setup(self) -> None:
         from tvm.s_tir import meta_schedule as ms
 
-        from ..target import ensure_tensor_intrinsics
-
-        ensure_tensor_intrinsics(self.task.target)
+        # the task's creation registered the target's tensor intrinsics (Task.__init__)
         kind = "cuda" if self.task.target.kind.name == "cuda" else "llvm"
         probs = {m: p for m, p in ms.mutator.Mutator.create(kind).items()
                  if "MutateParallel" not in type(m).__name__}

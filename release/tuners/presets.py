@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..errors import TunerError
+from ..errors import TunerError, check_plan_size
 
 OPTIMIZERS = ("ppo", "sa")
 
@@ -116,8 +116,7 @@ class ModelBasedConfig:
         """
         from ..cost_model import check_feature_type, check_loss_type
 
-        if not isinstance(self.plan_size, (int, np.integer)) or isinstance(self.plan_size, bool) or self.plan_size < 1:
-            raise TunerError(f"plan_size={self.plan_size!r} must be an integer >= 1 (AutoTVM's default is 64)")
+        check_plan_size(self.plan_size)
         check_feature_type(self.feature_type)
         check_loss_type(self.loss_type)
         if isinstance(self.optimizer, str) and self.optimizer not in OPTIMIZERS:

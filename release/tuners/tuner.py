@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..callback import as_callback
-from ..errors import TunerError
+from ..errors import TunerError, check_n_trial
 from ..measure.measure import MeasureResult, Measurer, measure_option
 from ..measure.records import Record
 
@@ -192,8 +192,7 @@ class Tuner:
         """
         if not isinstance(max_rejected, (int, np.integer)) or max_rejected < 1:
             raise TunerError(f"max_rejected={max_rejected!r} must be a positive integer")
-        if not isinstance(n_trial, (int, np.integer)) or n_trial < 1:
-            raise TunerError(f"n_trial={n_trial!r} must be a positive integer")
+        check_n_trial(n_trial)
         if early_stopping is not None and early_stopping < 1:
             raise TunerError(f"early_stopping={early_stopping!r} must be a positive integer or None")
         own = measure_option is None

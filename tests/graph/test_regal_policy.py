@@ -1,7 +1,6 @@
 """REGAL part 2: policy network, REINFORCE training, evaluation, `--method regal`, Relax schedule application."""
 
 import json
-import warnings
 
 import numpy as np
 import pytest
@@ -19,8 +18,9 @@ from release.graph.train import TrainConfig, expected_reward, train
 
 from regal_fixtures import two_branch
 
-warnings.filterwarnings("ignore", category=FutureWarning)
-torch.set_num_threads(1)
+# PPO and the policy on one torch thread, per test (tests/conftest.py), not set at import;
+# FutureWarnings silenced per test, not process-wide
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.filterwarnings("ignore::FutureWarning")]
 
 
 def _graphs():

@@ -30,7 +30,7 @@ def test_a_file_none_of_whose_lines_is_a_record_is_refused_and_left_untouched(tm
 def test_a_log_with_some_bad_lines_still_loads_its_records(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text(_rec(0) + "\ngarbage\n" + _rec(1) + "\n")
-    assert [r.config for r in load_records(path)] == [[0, 0], [1, 0]]
+    assert [r.config for r in load_records(path)] == [(0, 0), (1, 0)]  # a config is a tuple (a JSON list on disk)
 
 
 def test_a_log_whose_only_line_was_cut_by_a_crash_is_still_a_log(tmp_path):
@@ -73,5 +73,5 @@ def test_writer_starts_a_new_line_after_a_cut_one(tmp_path):
     res = MeasureResult(config=[2, 0], costs=[1e-3])
     cb(SimpleNamespace(task=task, name="random"), None, [res])
     cb(SimpleNamespace(task=task, name="random"), None, [MeasureResult(config=[3, 0], costs=[1e-3])])
-    assert [r.config for r in load_records(path)] == [[0, 0], [2, 0], [3, 0]]
+    assert [r.config for r in load_records(path)] == [(0, 0), (2, 0), (3, 0)]
     assert path.read_text().splitlines()[1] == _rec(1)[:30]

@@ -130,3 +130,19 @@ print(json.dumps({"worker": policy, "parent": parent, "rr": os.SCHED_RR, "other"
         assert res["worker"] == res["rr"]
     else:
         assert res["worker"] == res["other"]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="Linux scheduling API")
+def test_timing_priority_normal_undoes_realtime():
+    """``timing_priority("normal")`` puts a process raised to real time back on the normal policy
+    (tune-model does so around MetaSchedule's search), ``""`` changes nothing."""
+    from release.threads import timing_priority
+
+    got = timing_priority("realtime")
+    try:
+        assert got == ("realtime" if os.sched_getscheduler(0) == os.SCHED_RR else "normal")
+        assert timing_priority("") == "normal"
+        assert os.sched_getscheduler(0) == (os.SCHED_RR if got == "realtime" else os.SCHED_OTHER)
+    finally:
+        assert timing_priority("normal") == "normal"
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER

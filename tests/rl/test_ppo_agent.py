@@ -9,7 +9,8 @@ import torch
 from release.errors import TunerError
 from release.rl import PPOAgent, PPOConfig, RLOptimizer
 
-torch.set_num_threads(1)
+# PPO on one torch thread, per test (tests/conftest.py), not set at import
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class Quadratic:

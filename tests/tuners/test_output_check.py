@@ -64,7 +64,7 @@ def test_verify_best_demotes_a_wrong_best_and_checks_the_next(matmul_task):
     again = get_tuner("grid", matmul_task).session
     again.resume(recs)
     assert again.best_config == configs[2] and again.trials == 3
-    assert best_records(recs)[matmul_task.key].config == list(configs[2])
+    assert tuple(best_records(recs)[matmul_task.key].config) == tuple(configs[2])
     assert sp.canonical(configs[2]) == configs[2]
 
 
