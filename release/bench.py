@@ -522,16 +522,22 @@ def report(cfg: BenchConfig, command: str = "") -> dict:
               "provenance": provenance,
               "curves": {f"{w}|{t}|{s}": {"gflops": c.gflops.tolist(), "wall": c.wall.tolist()}
                          for (w, t, s), c in curves.items()}}
-    os.makedirs(cfg.out, exist_ok=True)
-    with open(os.path.join(cfg.out, "results.json"), "w") as f:
+    write_results(cfg.out, result, markdown, plot)
+    return result
+
+
+def write_results(out: str, result: dict, markdown, plot) -> None:
+    """Write a tier's ``results.json`` (NaN as null), ``table.md`` (``markdown(result)``) and plots
+    (``plot(result, out)``; a failing plot is a warning, not an error) under ``out``."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(result, f, indent=1, default=_nan_json)
-    with open(os.path.join(cfg.out, "table.md"), "w") as f:
+    with open(os.path.join(out, "table.md"), "w") as f:
         f.write(markdown(result))
     try:
-        plot(result, cfg.out)
+        plot(result, out)
     except Exception as err:  # noqa: BLE001 - plots are a convenience
         logger.warning("plots not written: %s", err)
-    return result
 
 
 def _summary(cfg: BenchConfig, per_task: dict, metrics_of) -> dict:

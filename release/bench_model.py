@@ -532,7 +532,7 @@ def ratio_table(runs: dict) -> dict:
 def report(cfg: ModelBenchConfig, command: str = "", retime: bool = False, progress: bool = True) -> dict:
     """Checkpoints, references, ratios: write ``results.json``, ``table.md`` and ``curves.png``."""
     from . import model as M
-    from .bench import _nan_json, machine
+    from .bench import machine, write_results
     from .target import resolve_target
     from .threads import thread_count, use_threads
 
@@ -555,15 +555,7 @@ def report(cfg: ModelBenchConfig, command: str = "", retime: bool = False, progr
                         "ratios": ratio_table(by_tuner)}
     result = {"config": asdict(cfg), "command": command, "machine": machine(), "threads": threads,
               "models": per_model}
-    os.makedirs(cfg.out, exist_ok=True)
-    with open(os.path.join(cfg.out, "results.json"), "w") as f:
-        json.dump(result, f, indent=1, default=_nan_json)
-    with open(os.path.join(cfg.out, "table.md"), "w") as f:
-        f.write(markdown(result))
-    try:
-        plot(result, cfg.out)
-    except Exception as err:  # noqa: BLE001 - plots are a convenience
-        logger.warning("plots not written: %s", err)
+    write_results(cfg.out, result, markdown, plot)
     return result
 
 
