@@ -82,6 +82,7 @@ def test_transferred_model_ranks_every_held_out_layer(measured, held):
     assert recall > 0.125
 
 
+@pytest.mark.slow  # ~100 s; the default suite's warm start: tests/tuners/test_warm_local.py
 def test_warm_model_scores_before_any_own_measurement_and_own_data_takes_over(measured):
     """Before the task's first measurement the model already ranks its configs (the distilled knob booster
     for the optimizers' queries, the transfer booster for the re-rank); the blend weight of the own model

@@ -143,6 +143,7 @@ def test_deadline_callback_ends_a_run_after_its_time():
     d(None, [], [])
 
 
+@pytest.mark.slow  # ~120 s (the CUDA intrinsics import); the quick version: test_tune_resume_and_retime_steps_run_on_the_cpu
 def test_env_and_dry_run_up_to_the_first_cuda_launch(tmp_path):
     out = str(tmp_path / "out")
     assert device_bench.main(["env", "--out", out]) == 0
