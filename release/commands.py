@@ -190,6 +190,7 @@ def make_measure_option(args):
 
 def cmd_tune(args) -> int:
     from .measure import check_log_for_task, log_to_database, log_to_file
+    from .measure.records import check_log_path
     from .task import create_task
     from .threads import thread_count, use_threads
     from .tuners import TUNERS, get_tuner
@@ -203,6 +204,8 @@ def cmd_tune(args) -> int:
     if args.early_stopping is not None and args.early_stopping < 1:
         raise TunerError(f"--early-stopping {args.early_stopping} must be a positive number of trials without a new "
                          "best; leave it out to run all --n-trial")
+    if args.log:
+        check_log_path(args.log)  # a --log that cannot be written fails before any work
     t_start = time.time()
     task = create_task(args.workload, args.target, layout=args.layout, prepack=False if args.no_prepack else None)
     threads = use_threads(thread_count(task.target))  # before any worker starts: they inherit TVM_NUM_THREADS
@@ -317,7 +320,7 @@ def _print_usage(args, task, log) -> None:
     prepack = ", prepack=False" if args.no_prepack else ""
     print(f"log      {log} (the same command resumes it)" + (f"; MetaSchedule database {args.database}"
                                                              if args.database else ""))
-    print(f"use      from release import autotvm; task = autotvm.task.create({args.workload!r}, target={args.target!r}"
+    print(f"use      import tvm; from release import autotvm; task = autotvm.task.create({args.workload!r}, target={args.target!r}"
           f"{layout}{prepack}); db = autotvm.apply_history_best({log!r}).database([task])")
     print("         sch = tvm.s_tir.meta_schedule.tir_integration.compile_tir(db, task.mod, task.target); "
           "lib = tvm.compile(sch.mod, target=task.target)")
@@ -360,6 +363,10 @@ def cmd_tune_model(args) -> int:
     if bad:
         raise TunerError(f"unknown --compare entries {bad}; use untuned, torch, ms")
     M.model_layout(args.layout)  # a bad --layout fails before the model is imported
+    if args.log:
+        from .measure.records import check_log_path
+
+        check_log_path(args.log)  # a --log that cannot be written fails before the model is imported
     target = resolve_target(args.target)
     threads = thread_count(target)
     use_threads(threads)  # before any worker starts: they inherit TVM_NUM_THREADS

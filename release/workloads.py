@@ -119,8 +119,8 @@ def parse_blocked_layout(layout: str) -> tuple[int, int]:
 
     m = re.fullmatch(r"NCHW(\d+)c(?:(\d+)k)?", layout or "")
     if not m or int(m.group(1)) < 1 or (m.group(2) and int(m.group(2)) < 1):
-        raise WorkloadError(f"layout {layout!r} is not NCHW or a blocked NCHW{{cb}}c (e.g. NCHW16c, or NCHW3c16k for "
-                            "another output-channel block)")
+        raise WorkloadError(f"layout {layout!r} is not NCHW, NCHWc (channel blocks = the target's vector lanes) or a "
+                            "blocked NCHW{cb}c (e.g. NCHW16c, or NCHW3c16k for another output-channel block)")
     cb = int(m.group(1))
     return cb, int(m.group(2) or cb)
 

@@ -141,6 +141,27 @@ def test_bad_input_gets_one_line(tmp_path, args, fragments, capsys):
     assert_one_line_error(p, *fragments)
 
 
+@pytest.mark.parametrize("command", ["tune", "tune-model"])
+def test_log_path_that_cannot_be_written_gets_one_line(tmp_path, command, capsys):
+    """A --log whose folder cannot exist (an ancestor is a file) or cannot be written is refused in
+    one line before any work, for tune and tune-model, and nothing is created."""
+    afile = tmp_path / "t.jsonl"
+    afile.write_text("")
+    model = ["--model", "tiny-cnn"] if command == "tune-model" else ["--workload", "tiny.matmul.1"]
+    p = release_here(capsys, command, *model, "--log", str(afile / "sub" / "x.jsonl"), *FAST)
+    assert_one_line_error(p, f"{afile} is a file, not a folder")
+    assert afile.read_text() == "" and sorted(os.listdir(tmp_path)) == ["t.jsonl"]
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if not os.access(locked, os.W_OK):  # root may write anywhere: only the first case then
+            p = release_here(capsys, command, *model, "--log", str(locked / "x.jsonl"), *FAST)
+            assert_one_line_error(p, "is not writable")
+    finally:
+        locked.chmod(0o700)
+
+
 def test_unreachable_rpc_tracker(tmp_path, capsys):
     port = _free_port()
     t0 = time.time()
@@ -329,7 +350,7 @@ def test_tune_blocked_layout_and_the_printed_usage_runs(tmp_path):
     assert "tiny.conv2d.1-NCHW" in p.stdout and "matches the reference" in p.stdout
     use = [ln[9:] for ln in p.stdout.splitlines() if ln.startswith(("use      ", "         sch"))]
     assert len(use) == 2, p.stdout
-    code = "import tvm\n" + "\n".join(x.strip().replace("; ", "\n") for x in use) + "\nprint(type(lib).__name__)"
+    code = "\n".join(x.strip().replace("; ", "\n") for x in use) + "\nprint(type(lib).__name__)"  # exactly as printed
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, code + run.stderr
 

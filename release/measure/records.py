@@ -32,9 +32,35 @@ Record = MeasureResult
 
 
 def _check_path(path) -> None:
-    """Raise :class:`RecordError` when ``path`` names a folder (a log must be a file)."""
+    """Raise :class:`RecordError` when ``path`` cannot be a log file: it names a folder, or its
+    folder cannot be created or written (an ancestor is a file, is missing on a read-only
+    filesystem, or is not writable). Nothing is created."""
+    path = os.fspath(path)
     if os.path.isdir(path):
         raise RecordError(f"log path {path} is a folder; give a file path such as {os.path.join(path, 'tune.jsonl')}")
+    folder = os.path.dirname(os.path.abspath(path))
+    probe = folder
+    while not os.path.exists(probe):  # the first ancestor that exists decides
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        raise RecordError(f"log path {path}: {probe} is a file, not a folder; give a path such as "
+                          f"{os.path.join(os.path.dirname(probe) or '.', 'tune.jsonl')}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise RecordError(f"log path {path}: the folder {probe} is not writable; give a path in a writable folder")
+
+
+def check_log_path(path) -> None:
+    """Refuse, before any work, a ``--log`` path that cannot be a log file (see :func:`_check_path`).
+
+    Raises
+    ------
+    RecordError
+        The path names a folder, or its folder cannot be created or written.
+    """
+    _check_path(path)
 
 
 # A record's JSON starts with its first field; a line cut by a crash mid-write still starts so.
@@ -129,7 +155,11 @@ class log_to_file(Callback):
         self.fsync = fsync
         _check_path(self.path)
         folder = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(folder, exist_ok=True)
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as err:
+            raise RecordError(f"log path {self.path}: cannot create its folder ({err.strerror}); "
+                              "give a path in a writable folder") from err
         # read once: refuses a file that is not a tuning log before anything is appended, and is
         # kept (with every record this callback appends) so resuming never re-reads the file
         self._records = load_records(self.path)
