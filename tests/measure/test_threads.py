@@ -146,3 +146,27 @@ def test_timing_priority_normal_undoes_realtime():
     finally:
         assert timing_priority("normal") == "normal"
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="Linux scheduling API")
+def test_timing_priority_covers_a_thread_pool_started_before():
+    """Raised after TVM's pool already runs (tune-model times its model at the end), every thread of
+    the process takes the policy, not only the caller: a pool left on the normal policy starved
+    behind the real-time caller (a 12 ms model timed at 16.5 s)."""
+    res = _fresh("""
+import json, os
+from release.threads import timing_priority, use_threads
+use_threads(2)
+import tvm, numpy as np
+a = tvm.runtime.tensor(np.zeros(4, "float32"))
+got = timing_priority("realtime")
+tids = [int(t) for t in os.listdir("/proc/self/task")]
+pol = sorted({os.sched_getscheduler(t) for t in tids})
+timing_priority("normal")
+back = sorted({os.sched_getscheduler(t) for t in tids if os.path.exists(f"/proc/self/task/{t}")})
+print(json.dumps({"got": got, "pol": pol, "back": back, "rr": os.SCHED_RR, "other": os.SCHED_OTHER,
+                  "n": len(tids)}))
+""")
+    assert res["back"] == [res["other"]]
+    if res["got"] == "realtime":
+        assert res["pol"] == [res["rr"]] and res["n"] >= 2
