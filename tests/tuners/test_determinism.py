@@ -61,15 +61,7 @@ def replay_task():
     return task
 
 
-@pytest.fixture
-def one_torch_thread():
-    """PPO's float reductions depend on the thread count: fix it to one for the test, then restore."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# one_torch_thread (tests/conftest.py): PPO's float reductions depend on the thread count
 
 
 def run_replayed(name: str, task, n_trial: int, kwargs: dict, monkeypatch=None):
