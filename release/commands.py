@@ -241,6 +241,9 @@ def cmd_tune(args) -> int:
             what = "no records of this target yet (cold start)"
         elif model_based and getattr(tuner.cost_model, "warm", False):
             what = f"starting warm from {n_rec} records of {n_wl} workloads on this target"
+        elif model_based:
+            what = (f"{n_rec} records of {n_wl} workloads on this target, too few successful ones to start "
+                    f"warm (cold start)")
         else:
             what = f"{n_rec} records of {n_wl} workloads on this target (not used by {args.tuner})"
         print(f"knowledge {kdir}: {what}; this run's records are added to it")

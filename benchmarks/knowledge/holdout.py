@@ -1,0 +1,237 @@
+"""Issue 17, item 5: tuning held-out ResNet-18 layers warm from a knowledge base of the other layers.
+
+Phase 1 (sources): every source layer is tuned cold (``--no-knowledge``) with one tuner for a few trials on
+this machine, and the logs are imported into a fresh knowledge base (``release knowledge add``). Logs of
+earlier runs on this host can be added with ``--extra-source-logs``. No held-out layer is ever a source.
+
+Phase 2 (held out): for each held-out layer and seed, cold XGBTuner (AutoTVM's, ``--no-knowledge``) and the
+warm rows (each on its own copy of the source base, so no warm run sees another's records), interleaved per
+layer so that the machine's load falls on cold and warm runs alike. The driver books each run's wall time
+from just before the ``release tune`` process starts (knowledge loading and the cost model's distillation
+count) to each logged measurement.
+
+Phase 3 (table): per layer and seed, cold xgb's best GFLOPS at ``--n-trial`` is the target; for every row the
+measurements and wall seconds to reach it, and the best GFLOPS at equal measurements (64, 128, 256, n).
+Ratios are cold xgb's figure over the row's (higher is better for the row). Written to
+``OUT/holdout.{md,json}`` and a plot ``OUT/holdout.png``.
+
+Every command is resumable: a log that already holds ``--n-trial`` records is not run again (``release tune``
+resumes a shorter one).
+
+Usage (the figures in benchmarks/results/knowledge/holdout/ came from this)::
+
+    RELEASE_TIMING_PRIORITY=realtime .venv/bin/python benchmarks/knowledge/holdout.py \\
+        --holdout 4 8 12 --seeds 0 --n-trial 512 --source-trials 96 \\
+        --out benchmarks/results/knowledge/holdout
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RELEASE = [str(Path(sys.executable).with_name("release"))]
+
+ROWS = {
+    # row name: (tuner, warm)
+    "xgb cold": ("xgb", False),
+    "xgb warm": ("xgb", True),
+    "release+ warm": ("release+", True),
+    "release+ cold": ("release+", False),
+}
+
+
+def _n_records(log: Path) -> int:
+    if not log.exists():
+        return 0
+    with open(log) as f:
+        return sum(1 for line in f if line.strip())
+
+
+def _tune(workload: str, tuner: str, n_trial: int, seed: int, log: Path, knowledge: Path | None) -> float | None:
+    """Run ``release tune`` unless ``log`` is complete; return the wall-clock start (time.time()) or None."""
+    if _n_records(log) >= n_trial:
+        return None
+    log.parent.mkdir(parents=True, exist_ok=True)
+    cmd = RELEASE + ["tune", "--workload", workload, "--tuner", tuner, "--n-trial", str(n_trial),
+                     "--seed", str(seed), "--log", str(log), "--no-progress"]
+    cmd += ["--knowledge", str(knowledge)] if knowledge else ["--no-knowledge"]
+    print("$ release", " ".join(cmd[1:]), flush=True)
+    start = time.time()
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    return start
+
+
+def _curve(log: Path, start: float | None):
+    """[(measurements, wall seconds since start, best GFLOPS so far)] of one log."""
+    from release.measure import load_records
+
+    recs = load_records(str(log))
+    t0 = start if start is not None else recs[0].timestamp - (recs[0].measure_s or 0.0)
+    best, out = 0.0, []
+    for i, r in enumerate(recs):
+        if r.ok:
+            best = max(best, r.gflops)
+        out.append((i + 1, r.timestamp - t0, best))
+    return out
+
+
+def _reach(curve, target):
+    for n, s, b in curve:
+        if b >= target:
+            return n, s
+    return None, None
+
+
+def _best_at(curve, n):
+    return max((b for m, _, b in curve if m <= n), default=0.0)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--network", default="resnet18")
+    ap.add_argument("--layers", type=int, default=12, help="conv2d layers of the network (1..N)")
+    ap.add_argument("--holdout", type=int, nargs="+", default=[4, 8, 12])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--n-trial", type=int, default=512)
+    ap.add_argument("--rows", nargs="+", default=["xgb cold", "xgb warm", "release+ warm"], choices=list(ROWS))
+    ap.add_argument("--source-tuner", default="xgb")
+    ap.add_argument("--source-trials", type=int, default=96)
+    ap.add_argument("--extra-source-logs", nargs="*", default=[],
+                    help="earlier logs of source layers on this host to add to the base")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/knowledge/holdout")
+    ap.add_argument("--report-only", action="store_true")
+    args = ap.parse_args(argv)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    starts_file = out / "starts.json"
+    starts = json.loads(starts_file.read_text()) if starts_file.exists() else {}
+
+    sources = [i for i in range(1, args.layers + 1) if i not in args.holdout]
+    kb = out / "kb-sources"
+    if not args.report_only:
+        # Phase 1: the sources, cold, then one base.
+        src_logs = []
+        for i in sources:
+            log = out / "logs/sources" / f"{args.network}.conv2d.{i}.{args.source_tuner}.s0.jsonl"
+            _tune(f"{args.network}.conv2d.{i}", args.source_tuner, args.source_trials, 0, log, None)
+            src_logs.append(log)
+        if not kb.exists():
+            subprocess.run(RELEASE + ["knowledge", "add", "--dir", str(kb)] + [str(p) for p in src_logs]
+                           + list(args.extra_source_logs), check=True, cwd=ROOT)
+        subprocess.run(RELEASE + ["knowledge", "show", "--dir", str(kb)], check=True, cwd=ROOT)
+        # Phase 2: held-out layers, rows interleaved.
+        for layer in args.holdout:
+            for seed in args.seeds:
+                for row in args.rows:
+                    tuner, warm = ROWS[row]
+                    tag = f"{tuner}.{'warm' if warm else 'cold'}.s{seed}"
+                    log = out / "logs" / f"{args.network}.conv2d.{layer}.{tag}.jsonl"
+                    kb_copy = None
+                    if warm:
+                        kb_copy = out / "kb-runs" / f"conv2d.{layer}.{tag}"
+                        if not kb_copy.exists():
+                            shutil.copytree(kb, kb_copy)
+                    start = _tune(f"{args.network}.conv2d.{layer}", tuner, args.n_trial, seed, log, kb_copy)
+                    if start is not None and _n_records(log) == args.n_trial:
+                        starts[str(log.relative_to(out))] = start  # a resumed run keeps no start
+                        starts_file.write_text(json.dumps(starts, indent=1))
+
+    # Phase 3: the table.
+    rows, table = [], {}
+    checkpoints = [c for c in (64, 128, 256) if c < args.n_trial] + [args.n_trial]
+    for layer in args.holdout:
+        for seed in args.seeds:
+            curves = {}
+            for row in args.rows:
+                tuner, warm = ROWS[row]
+                rel = f"logs/{args.network}.conv2d.{layer}.{tuner}.{'warm' if warm else 'cold'}.s{seed}.jsonl"
+                if (out / rel).exists():
+                    curves[row] = _curve(out / rel, starts.get(rel))
+            if "xgb cold" not in curves:
+                continue
+            target = curves["xgb cold"][-1][2]
+            n_cold, s_cold = _reach(curves["xgb cold"], target)
+            for row, c in curves.items():
+                n, s = _reach(c, target)
+                entry = {
+                    "layer": layer, "seed": seed, "row": row, "trials": len(c), "target_gflops": target,
+                    "measurements_to_target": n, "wall_s_to_target": s, "wall_s_total": c[-1][1],
+                    "fewer_measurements": (n_cold / n) if n else None,
+                    "less_wall": (s_cold / s) if s else None,
+                    "best_at": {str(k): _best_at(c, k) for k in checkpoints},
+                    "timed_from_start": f"logs/{args.network}.conv2d.{layer}.{ROWS[row][0]}."
+                                        f"{'warm' if ROWS[row][1] else 'cold'}.s{seed}.jsonl" in starts,
+                }
+                rows.append(entry)
+                table.setdefault(row, []).append(entry)
+    (out / "holdout.json").write_text(json.dumps(rows, indent=1))
+
+    def fmt(v, spec=".2f", none="never"):
+        return none if v is None else format(v, spec)
+
+    lines = [f"# Held-out {args.network} layers, warm from the other layers' records",
+             "",
+             f"Command: `RELEASE_TIMING_PRIORITY=realtime .venv/bin/python benchmarks/knowledge/holdout.py "
+             f"--holdout {' '.join(map(str, args.holdout))} --seeds {' '.join(map(str, args.seeds))} "
+             f"--n-trial {args.n_trial} --source-trials {args.source_trials}"
+             + (" --extra-source-logs ..." if args.extra_source_logs else "") + f" --out {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}`",
+             "",
+             f"Sources: conv2d.{{{','.join(map(str, sources))}}}, {args.source_tuner}, {args.source_trials} trials each"
+             + (f", plus {len(args.extra_source_logs)} earlier logs" if args.extra_source_logs else "") + ".",
+             f"Target per layer and seed: cold xgb's best GFLOPS at {args.n_trial} trials. 'x fewer' = cold xgb's "
+             "measurements (or wall seconds) to that best over the row's; 'never' = not reached.",
+             "",
+             "| layer | seed | row | target GFLOPS | measurements to target | x fewer | wall s to target | x less wall | "
+             + " | ".join(f"best@{k}" for k in checkpoints) + " |",
+             "|---|---|---|---:|---:|---:|---:|---:|" + "---:|" * len(checkpoints)]
+    for e in rows:
+        lines.append(f"| conv2d.{e['layer']} | {e['seed']} | {e['row']} | {e['target_gflops']:.1f} | "
+                     f"{fmt(e['measurements_to_target'], 'd')} | {fmt(e['fewer_measurements'])} | "
+                     f"{fmt(e['wall_s_to_target'], '.0f')} | {fmt(e['less_wall'])} | "
+                     + " | ".join(f"{e['best_at'][str(k)]:.1f}" for k in checkpoints) + " |")
+    lines += ["", "Geometric means over layers and seeds (runs that never reached the target count at their "
+              f"trial count, {args.n_trial}: a lower bound on the ratio):", ""]
+    import math
+    for row, es in table.items():
+        cold_n = {(x["layer"], x["seed"]): x["measurements_to_target"] for x in rows if x["row"] == "xgb cold"}
+        fm = [e["fewer_measurements"] or cold_n[(e["layer"], e["seed"])] / args.n_trial for e in es]
+        fb = [e["best_at"][str(args.n_trial)] / e["target_gflops"] for e in es]
+        lines.append(f"- {row}: {math.exp(sum(map(math.log, fm)) / len(fm)):.2f}x fewer measurements; best at "
+                     f"{args.n_trial} / cold xgb's: {math.exp(sum(map(math.log, fb)) / len(fb)):.3f} (n={len(es)})")
+    (out / "holdout.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        cells = sorted({(e["layer"], e["seed"]) for e in rows})
+        fig, axes = plt.subplots(1, len(cells), figsize=(4.5 * len(cells), 3.5), squeeze=False)
+        for ax, (layer, seed) in zip(axes[0], cells):
+            for row in args.rows:
+                tuner, warm = ROWS[row]
+                rel = f"logs/{args.network}.conv2d.{layer}.{tuner}.{'warm' if warm else 'cold'}.s{seed}.jsonl"
+                if (out / rel).exists():
+                    c = _curve(out / rel, starts.get(rel))
+                    ax.plot([m for m, _, _ in c], [b for _, _, b in c], label=row)
+            ax.set_title(f"{args.network}.conv2d.{layer}, seed {seed}")
+            ax.set_xlabel("measurements")
+            ax.set_ylabel("best GFLOPS")
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "holdout.png", dpi=110)
+    except ImportError:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
