@@ -66,12 +66,7 @@ def register(subparsers) -> None:
     p.add_argument("--warm-start", default=None, metavar="AGENT_PT",
                    help="PPO tuners (release, release+, rl): start the agent from another task's *.agent.pt "
                         "(written beside every tuning log; same operator, as many knobs; None: a fresh agent)")
-    p.add_argument("--knowledge", default=None, metavar="DIR",
-                   help="knowledge base to start model-based tuners warm from and to add this run's records to "
-                        "(None: $RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge; read only when it holds "
-                        "records of this target)")
-    p.add_argument("--no-knowledge", action="store_true",
-                   help="neither read nor write a knowledge base (a cold start, AutoTVM's)")
+    _add_knowledge_args(p)
     p.add_argument("--local-search", action="store_true",
                    help="model-based tuners: a Droplet-style local phase once the best stops improving for "
                         "plan-size trials")
@@ -98,6 +93,7 @@ def register(subparsers) -> None:
                    help="conv2d layout inside the model: NCHW (as imported), NCHWc (channel blocks = the target's "
                         "vector lanes: 8 with AVX2, 16 with AVX-512; smaller where channels do not divide) or NCHW8c; "
                         "inputs and outputs stay NCHW, weights are transformed at compile time")
+    _add_knowledge_args(p)
     p.add_argument("--compare", default="untuned,torch",
                    help="comma list of baselines to time: untuned, torch, ms (MetaSchedule tune_relax, same budget)")
     _add_measure_args(p)
@@ -217,10 +213,14 @@ def cmd_tune(args) -> int:
                                  ("loss_type", args.loss_type), ("warm_start", args.warm_start)) if v is not None}
     from .tuners.model_based import ModelBasedTuner
 
-    kdir, krecs = _knowledge_for(args, task)
-    model_based = args.tuner in ("xgb", "sa-as", "rl", "release", "release+")
-    if model_based and krecs:
-        kwargs["knowledge"] = krecs
+    kdir = _knowledge_for(args)
+    from .tuners import MODEL_BASED
+
+    model_based = args.tuner in MODEL_BASED
+    if model_based and kdir is not None:
+        from .knowledge import KnowledgeBase
+
+        kwargs["knowledge"] = KnowledgeBase(kdir, read_once=True)  # read once, by the tuner's cost model; its stored programs too
     if args.local_search:
         if not model_based:
             raise TunerError(f"--local-search applies to model-based tuners (xgb, sa-as, rl, release, release+), "
@@ -234,18 +234,16 @@ def cmd_tune(args) -> int:
     print(f"tuner    {args.tuner}, {args.n_trial} trials, seed {args.seed}, log {log}"
           + (f" (resuming {len(previous)} records)" if previous else ""))
     if kdir is not None:
-        from .knowledge.use import describe_knowledge
-
-        n_rec, n_wl = describe_knowledge(krecs)
-        if not n_rec:
+        n_rec, n_wl = tuner.cost_model.knowledge_used if model_based else (None, None)
+        if not model_based:
+            what = f"not used by {args.tuner}"
+        elif not n_rec:
             what = "no records of this target yet (cold start)"
-        elif model_based and getattr(tuner.cost_model, "warm", False):
+        elif tuner.cost_model.warm:
             what = f"starting warm from {n_rec} records of {n_wl} workloads on this target"
-        elif model_based:
+        else:
             what = (f"{n_rec} records of {n_wl} workloads on this target, too few successful ones to start "
                     f"warm (cold start)")
-        else:
-            what = f"{n_rec} records of {n_wl} workloads on this target (not used by {args.tuner})"
         print(f"knowledge {kdir}: {what}; this run's records are added to it")
     if isinstance(tuner, ModelBasedTuner) and args.n_trial <= tuner.plan_size and not getattr(
             tuner.cost_model, "warm", False):
@@ -295,26 +293,27 @@ def cmd_tune(args) -> int:
     return rc
 
 
-def _knowledge_for(args, task):
-    """``(folder, records of the task's target)`` of ``--knowledge`` / ``--no-knowledge``; ``(None, [])``
-    when disabled (``--no-knowledge`` or ``RELEASE_KNOWLEDGE=off``).
+def _knowledge_for(args):
+    """The knowledge base folder of ``--knowledge`` / ``--no-knowledge`` (``tune`` and ``tune-model``);
+    None when disabled (``--no-knowledge`` or ``RELEASE_KNOWLEDGE=off``).
 
     Raises
     ------
+    TunerError
+        Both flags given.
     KnowledgeError
-        ``--knowledge`` names a file, or the base holds a shard of an unreadable format version.
+        ``--knowledge`` names a file.
     """
-    from .knowledge import knowledge_dir
-    from .knowledge.use import knowledge_records
+    from .knowledge import KnowledgeBase, knowledge_dir
 
     if args.no_knowledge:
         if args.knowledge is not None:
             raise TunerError(f"--knowledge {args.knowledge} and --no-knowledge contradict each other; give one")
-        return None, []
+        return None
     kdir = knowledge_dir(args.knowledge)
-    if kdir is None:
-        return None, []
-    return kdir, knowledge_records(kdir, task)
+    if kdir is not None:
+        KnowledgeBase(kdir)  # a file given as the folder: its one-line error now, before any work
+    return kdir
 
 
 def _print_usage(args, task, log) -> None:
@@ -351,6 +350,16 @@ def _check_best(task, log) -> int:
     return 0
 
 
+def _add_knowledge_args(p) -> None:
+    """``--knowledge DIR`` / ``--no-knowledge``, shared by ``tune`` and ``tune-model``."""
+    p.add_argument("--knowledge", default=None, metavar="DIR",
+                   help="knowledge base to start model-based tuners warm from and to add this run's records (and "
+                        "programs) to (None: $RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge; read only "
+                        "when it holds records of this target)")
+    p.add_argument("--no-knowledge", action="store_true",
+                   help="neither read nor write a knowledge base (a cold start, AutoTVM's)")
+
+
 def cmd_tune_model(args) -> int:
     from . import model as M
     from .measure import apply_history_best
@@ -366,6 +375,9 @@ def cmd_tune_model(args) -> int:
     if bad:
         raise TunerError(f"unknown --compare entries {bad}; use untuned, torch, ms")
     M.model_layout(args.layout)  # a bad --layout fails before the model is imported
+    kdir = _knowledge_for(args)  # so do contradicting knowledge flags
+    from .tuners import MODEL_BASED
+
     if args.log:
         from .measure.records import check_log_path
 
@@ -396,7 +408,14 @@ def cmd_tune_model(args) -> int:
               f"{len(left)} tasks ({100 * sum(t.flop * t.weight for t in left) / total:.0f}% of the FLOPs) get no "
               f"trial and keep TVM's default schedule; --n-trial {chunk * len(tasks)} covers every task once")
     kwargs = {"plan_size": args.plan_size} if args.plan_size is not None else {}
+    if kdir is not None:
+        print(f"knowledge {kdir}: " + (f"model-based tuners start warm from its records of this target; "
+                                       if args.tuner in MODEL_BASED else f"not used by {args.tuner}; ")
+              + ("this run's records are added to it" if not args.ray else
+                 "read by each Ray worker, this run's records are not added (--ray)"))
     if args.ray:
+        if kdir is not None and args.tuner in MODEL_BASED:
+            kwargs["knowledge"] = kdir
         from .distributed.ray_tune import measure_args_from_cli, tune_model_ray
 
         option["builder"].close()
@@ -405,7 +424,8 @@ def cmd_tune_model(args) -> int:
                              progress=not args.no_progress, scheduler=args.scheduler, tuner_kwargs=kwargs)
     else:
         res = M.tune_model(tasks, args.n_trial, log, tuner=args.tuner, scheduler=args.scheduler,
-                           measure_option=option, seed=args.seed, progress=not args.no_progress, tuner_kwargs=kwargs)
+                           measure_option=option, seed=args.seed, progress=not args.no_progress, tuner_kwargs=kwargs,
+                           knowledge=kdir)
         option["builder"].close()
     # tasks in tuning order (largest share of the end-to-end latency first); "latency %" = weight x measured
     # best latency over the sum (tasks without a measurement estimated from their FLOPs: model.latency_shares)

@@ -481,7 +481,7 @@ def default_chunk(n_parallel: int) -> int:
 def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", scheduler: str = "gradient",
                measure_option: dict | None = None, chunk: int | None = None, seed: int = 0,
                progress: bool = True, tuner_kwargs: dict | None = None,
-               callbacks: list | None = None) -> TuneModelResult:
+               callbacks: list | None = None, knowledge=None) -> TuneModelResult:
     """Tune ``tasks`` with a total budget of ``n_trial`` measurements, resumable from ``log``.
 
     Parameters
@@ -505,6 +505,13 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     callbacks : list, optional
         Further tuner callbacks (:class:`release.callback.Callback`), given every task's results
         after the log's.
+    knowledge : str, PathLike or KnowledgeBase, optional
+        A knowledge base (:mod:`release.knowledge`): read once for all tasks; model-based tuners
+        start warm from it (:mod:`release.cost_model.transfer`), and every measurement and each
+        task's program are added to it, so a task tuned later in the run learns from the ones
+        tuned before it, and a later model from this one. Default None: cold, nothing written
+        (AutoTVM's behaviour; the CLI's ``tune-model`` uses the default base unless
+        ``--no-knowledge``).
 
     Notes
     -----
@@ -535,7 +542,17 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     chunk = chunk or default_chunk(opt["builder"].n_parallel)
     t0 = time.time()
     logcb = log_to_file(log)  # the one read of the shared log
-    tuners = {t.key: get_tuner(tuner, t, seed=seed, **(tuner_kwargs or {})) for t in tasks}
+    kwargs = dict(tuner_kwargs or {})
+    extra = list(callbacks or [])
+    if knowledge is not None and knowledge is not False:
+        from .knowledge import KnowledgeBase, log_to_knowledge
+        from .tuners import MODEL_BASED
+
+        base = knowledge if isinstance(knowledge, KnowledgeBase) else KnowledgeBase(knowledge, read_once=True)
+        if tuner in MODEL_BASED:
+            kwargs["knowledge"] = base  # one object: read once, then kept current by the callback below
+        extra.append(log_to_knowledge(base))
+    tuners = {t.key: get_tuner(tuner, t, seed=seed, **kwargs) for t in tasks}
     for t in tasks:  # resume every task's session from the records read above
         tuners[t.key].load_history(logcb.records(t))
     # heaviest share of the end-to-end latency first (measured where the log has data, FLOPs elsewhere)
@@ -563,7 +580,7 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
             want = min(chunk, n_trial - used)
             if task.key not in measurers:
                 measurers[task.key] = Measurer(task, opt)
-            tu.tune(tu.trials + want, measurers[task.key], callbacks=[logcb, *(callbacks or [])], resume=False)
+            tu.tune(tu.trials + want, measurers[task.key], callbacks=[logcb, *extra], resume=False)
             gained = tu.trials - before
             used += gained
             sched.observe(i, tu)

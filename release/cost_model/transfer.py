@@ -81,7 +81,7 @@ class TransferConfig:
     """Learning rate of the transfer booster."""
 
 
-def rebuild_task(name: str, key: str, target):
+def rebuild_task(name: str, key: str, target, programs=None):
     """The :class:`release.task.Task` of a knowledge record's workload, rebuilt by its registered name.
 
     Parameters
@@ -92,13 +92,16 @@ def rebuild_task(name: str, key: str, target):
         The record's task key (``name/16-hex``): the program must match it.
     target : str or dict
         The record's target (JSON text or dict).
+    programs : callable, optional
+        ``programs(key) -> Task or None``: stored programs (:meth:`release.knowledge.KnowledgeBase.program`),
+        tried when the name does not rebuild ``key`` (model tasks, blocked layouts, users' programs).
 
     Returns
     -------
     Task or None
         The default program (``create_task(name, target)``), or the plain one without pre-packed
-        weights, whichever has ``key``; None when the name is not registered or neither matches
-        (the workload's definition changed since the record was measured).
+        weights, whichever has ``key``; else the stored program of ``key``; None when none matches
+        (the workload's definition changed since the record was measured, or it was never stored).
     """
     from ..task import create_task
 
@@ -107,10 +110,10 @@ def rebuild_task(name: str, key: str, target):
         try:
             task = create_task(name, tgt, prepack=prepack)
         except ReleaseError:
-            return None
+            break
         if task.key == key:
             return task
-    return None
+    return programs(key) if programs is not None else None
 
 
 class KnowledgeSet:
@@ -127,6 +130,8 @@ class KnowledgeSet:
     tasks : dict, optional
         ``{task key: Task}`` already built (the current task, test fixtures); others are rebuilt
         with :func:`rebuild_task`.
+    programs : callable, optional
+        ``programs(key) -> Task or None``, passed to :func:`rebuild_task` (a base's stored programs).
 
     Attributes
     ----------
@@ -145,7 +150,8 @@ class KnowledgeSet:
         Time spent rebuilding programs and computing features.
     """
 
-    def __init__(self, records, config: TransferConfig | None = None, seed: int = 0, tasks: dict | None = None):
+    def __init__(self, records, config: TransferConfig | None = None, seed: int = 0, tasks: dict | None = None,
+                 programs=None):
         cfg = config or TransferConfig()
         t0 = time.perf_counter()
         groups: dict[tuple, list] = {}
@@ -162,11 +168,12 @@ class KnowledgeSet:
             if best <= 0:
                 self.skipped[key] = "no successful measurement"
                 continue
-            task = tasks.get(key) or rebuild_task(recs[0].name, key, recs[0].target)
+            task = tasks.get(key) or rebuild_task(recs[0].name, key, recs[0].target, programs)
             if task is not None:
                 tasks[key] = task  # built once for all its thread counts
             if task is None:
-                self.skipped[key] = f"workload {recs[0].name!r} cannot be rebuilt with this key"
+                self.skipped[key] = (f"workload {recs[0].name!r} cannot be rebuilt with this key (no registered "
+                                     f"name makes it and the base stores no program of it)")
                 continue
             recs = _subsample(recs, cfg.max_records_per_workload, rng)
             space = task.config_space
@@ -245,6 +252,9 @@ class TransferCostModel(XGBoostCostModel):
         As :class:`release.cost_model.XGBoostCostModel` (its own-data part).
     tasks : dict, optional
         ``{task key: Task}`` of knowledge workloads already built (skips :func:`rebuild_task`).
+    programs : callable, optional
+        ``programs(key) -> Task or None``: the knowledge base's stored programs, for workloads no
+        registered name rebuilds (:meth:`release.knowledge.KnowledgeBase.program`).
 
     Attributes
     ----------
@@ -260,7 +270,7 @@ class TransferCostModel(XGBoostCostModel):
 
     def __init__(self, task, records, config: TransferConfig | None = None, feature_type: str = "itervar",
                  loss_type: str = "reg", num_threads: int | None = None, seed: int | None = None, params=None,
-                 tasks: dict | None = None):
+                 tasks: dict | None = None, programs=None):
         super().__init__(task, feature_type=feature_type, loss_type=loss_type, num_threads=num_threads, seed=seed,
                          params=params)
         self.tconfig = config or TransferConfig()
@@ -270,6 +280,7 @@ class TransferCostModel(XGBoostCostModel):
         self._records = list(records)
         self._tasks = dict(tasks or {})
         self._tasks.setdefault(self.space.task.key, self.space.task)
+        self._programs = programs
         n_ok = sum(1 for r in self._records if r.ok)
         self.warm = n_ok >= self.tconfig.min_records
         self.knowledge: KnowledgeSet | None = None
@@ -297,7 +308,8 @@ class TransferCostModel(XGBoostCostModel):
         if self.knowledge is not None:
             return
         t0 = time.perf_counter()
-        self.knowledge = KnowledgeSet(self._records, self.tconfig, seed=self.seed, tasks=self._tasks)
+        self.knowledge = KnowledgeSet(self._records, self.tconfig, seed=self.seed, tasks=self._tasks,
+                                      programs=self._programs)
         self._records = []  # the features are kept; the records are no longer needed
         if len(self.knowledge.workloads) == 0 or len(self.knowledge) < self.tconfig.min_records:
             self.warm = False

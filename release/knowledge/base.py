@@ -25,6 +25,15 @@ of the same program imported from a JSON log and from a MetaSchedule ``JSONDatab
 workload lines carry the same structural hash) are recognised as one. The first copy read wins
 (shards in name order, lines in file order).
 
+Programs: beside the shards, ``programs/<digest>.json`` holds each workload's program (the task's
+one-PrimFunc ``IRModule`` as TVM's JSON, ``tvm.ir.save_json``; name, key and target beside it),
+written once per workload by :meth:`KnowledgeBase.add_program` (``log_to_knowledge`` does so for
+every task it logs) through a temporary file and ``os.replace``, so concurrent writers of the same
+workload leave one complete file. It lets the transfer cost model rebuild programs that no
+registered workload name makes: tasks extracted from models, blocked layouts, users' own TE/TIR
+(MetaSchedule's ``database_workload.json`` keeps workloads the same way). Loading uses
+``tvm.ir.load_json`` (TVM's structural JSON, not a pickle).
+
 Source: the shard-per-writer, append-only layout follows MetaSchedule's ``JSONDatabase``
 (``src/s_tir/meta_schedule/database/json_database.cc``: one JSON line per record, appended) and
 TenSet's per-task record files; the dedup key is MetaSchedule's (workload, trace) record identity.
@@ -62,6 +71,9 @@ _HEADER_KEY = "release_knowledge"
 _MS_FAILED_S = 1e9
 MS_WORKLOAD_FILE = "database_workload.json"
 MS_RECORD_FILE = "database_tuning_record.json"
+#: sub-folder of stored workload programs (``<digest>.json``)
+PROGRAM_DIR = "programs"
+_PROGRAM_KEY = "release_program"
 #: target fields that decide which machine code runs: records differing in one are not mixed
 _CLASS_FIELDS = ("kind", "mcpu", "mtriple", "arch", "mattr")
 
@@ -351,6 +363,12 @@ class KnowledgeBase:
     path : str or PathLike, optional
         The folder; default :func:`knowledge_dir` (``$RELEASE_KNOWLEDGE`` or the user's cache).
         Created on the first :meth:`add`.
+    read_once : bool
+        :meth:`records` of one target class (all workloads) reads the folder on the first call
+        only; later calls return those records plus the ones this object has added since. For a
+        run that hands one base to many tuners (``tune_model``: every task; ``release tune``):
+        one read, and a model's later tasks learn from its earlier ones. Default False: every
+        call reads the folder again (sees other writers).
 
     Raises
     ------
@@ -365,7 +383,7 @@ class KnowledgeBase:
     >>> recs = kb.records(target_kind=task.target_json, workload=task)
     """
 
-    def __init__(self, path: str | os.PathLike | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, read_once: bool = False):
         folder = knowledge_dir(path)
         if folder is None:
             raise KnowledgeError(f"knowledge is disabled ({ENV_VAR}={os.environ.get(ENV_VAR)}); pass a folder "
@@ -380,6 +398,8 @@ class KnowledgeBase:
         self._files: list[str] | None = None  # read only these shards (importing one shard)
         self._shard: str | None = None
         self._known: set[bytes] | None = None
+        self._read_once = bool(read_once)
+        self._read: dict[str, tuple] = {}  # records() of one target class, read once: label -> (matcher, list)
         self.stats: dict = {}
 
     # ------------------------------------------------------------------ writing
@@ -435,6 +455,9 @@ class KnowledgeBase:
                     continue
                 self._known.add(ident)
                 lines.append(rec.to_json() + "\n")
+                for match, held in self._read.values():  # what this object has read stays current
+                    if match is None or match(rec.target):
+                        held.append(rec)
             if not lines:
                 return 0
             if self._fd is not None and self._pid != os.getpid():  # a forked child: never share the parent's shard
@@ -446,6 +469,85 @@ class KnowledgeBase:
             _write_all(self._fd, "".join(lines).encode())
             os.fsync(self._fd)
             return len(lines)
+
+    def add_program(self, task) -> bool:
+        """Store ``task``'s program once (``programs/<digest>.json``); True when this call wrote it.
+
+        Parameters
+        ----------
+        task : release.task.Task
+            Any task (registered workload, model-extracted, a user's TE/TIR).
+
+        Notes
+        -----
+        Written to a temporary file in the same folder, fsynced, then renamed over the final name
+        (``os.replace`` is atomic): a reader sees no file or a whole one, and two writers of one
+        workload write the same bytes. An existing file is never rewritten.
+        """
+        import tvm
+
+        digest = workload_digest(task.key)
+        folder = os.path.join(self.path, PROGRAM_DIR)
+        path = os.path.join(folder, f"{digest}.json")
+        if os.path.exists(path):
+            return False
+        os.makedirs(folder, exist_ok=True)
+        data = {_PROGRAM_KEY: 1, "key": task.key, "name": task.name, "target": task.target_json,
+                "layout_free": list(task.layout_free), "mod": tvm.ir.save_json(task.mod)}
+        tmp = os.path.join(folder, f".{digest}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            _write_all(fd, json.dumps(data, separators=(",", ":")).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        return True
+
+    def program(self, key: str):
+        """The :class:`release.task.Task` of a stored workload program, or None.
+
+        Parameters
+        ----------
+        key : str
+            A task key (``name/16-hex``) or its digest.
+
+        Returns
+        -------
+        Task or None
+            None when no program of that workload is stored, the file is unreadable (one warning),
+            or the rebuilt program's key differs (a TVM whose structural hash changed: one warning).
+        """
+        import tvm
+
+        digest = workload_digest(key)
+        path = os.path.join(self.path, PROGRAM_DIR, f"{digest}.json")
+        if not os.path.isfile(path):
+            return None
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            if not isinstance(data, dict) or data.get(_PROGRAM_KEY) != 1:
+                raise ValueError("not a release program file")
+            from ..task import Task
+
+            task = Task(tvm.ir.load_json(data["mod"]), data["target"], name=data["name"])
+        except Exception as err:  # noqa: BLE001 - any damage to one file costs that workload only
+            logger.warning("knowledge: stored program %s unusable (%s: %s); its records are not used",
+                           path, type(err).__name__, err)
+            return None
+        if workload_digest(task.key) != digest:
+            logger.warning("knowledge: stored program %s rebuilds with another key (%s): TVM's structural hash "
+                           "changed; its records are not used", path, task.key)
+            return None
+        return task
+
+    def programs(self) -> list[str]:
+        """Digests of the stored workload programs, sorted."""
+        folder = os.path.join(self.path, PROGRAM_DIR)
+        if not os.path.isdir(folder):
+            return []
+        return sorted(n[:-5] for n in os.listdir(folder) if n.endswith(".json") and not n.startswith("."))
 
     def add_log(self, path: str | os.PathLike) -> int:
         """Import a release JSON-lines log or a MetaSchedule ``JSONDatabase`` folder; returns records added.
@@ -556,12 +658,27 @@ class KnowledgeBase:
             First copy of each (workload, target, trace), in shard-name then line order. Records
             imported from a MetaSchedule database get the ``name`` and ``flop`` of a release record
             of the same workload when the base holds one. Time and memory linear in the base's size.
+            With ``read_once``, all workloads of one target class are read once per object (see
+            the parameter).
 
         Raises
         ------
         KnowledgeError
             A shard written in a format version this release cannot read.
         """
+        if workload is None and self._read_once:
+            match = _target_matcher(target_kind)
+            label = "*" if match is None else match.label
+            with self._lock:
+                held = self._read.get(label)
+            if held is None:
+                got = self._records(target_kind, None)
+                with self._lock:
+                    held = self._read.setdefault(label, (match, got))
+            return list(held[1])
+        return self._records(target_kind, workload)
+
+    def _records(self, target_kind, workload) -> list[Record]:
         wkey = getattr(workload, "key", workload)
         names: dict[str, tuple[str, float]] = {}
         out: list[Record] = []

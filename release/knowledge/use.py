@@ -59,6 +59,20 @@ def knowledge_records(knowledge, task) -> list[Record]:
     return knowledge.records(target_kind=task.target_json)
 
 
+def knowledge_programs(knowledge):
+    """The stored-program lookup of ``knowledge`` (``key -> Task or None``), or None for records.
+
+    A folder or :class:`KnowledgeBase` gives :meth:`KnowledgeBase.program` (programs of workloads
+    that no registered name rebuilds: model tasks, blocked layouts, users' programs); a list of
+    records, None or False give None (only registered workloads are rebuilt).
+    """
+    if isinstance(knowledge, KnowledgeBase):
+        return knowledge.program
+    if isinstance(knowledge, (str, os.PathLike)) and os.path.isdir(knowledge):
+        return KnowledgeBase(knowledge).program
+    return None
+
+
 def describe_knowledge(records) -> tuple[int, int]:
     """``(records, workloads)`` of a list of knowledge records (for the CLI's one line)."""
     return len(records), len({r.task for r in records})
@@ -74,6 +88,8 @@ class log_to_knowledge(Callback):  # noqa: N801 - AutoTVM's callback naming (log
 
     Notes
     -----
+    The task's program is stored once (:meth:`KnowledgeBase.add_program`), so the transfer cost
+    model can rebuild it later even when no registered workload name makes it (model tasks).
     One :meth:`KnowledgeBase.add` per completed measurement (one ``os.write`` + ``fsync``);
     a record the base already holds (same workload, target, trace) is not added twice. The shard
     stays open across ``tune`` calls (``tune_model`` calls ``tune`` once per chunk: one shard, not
@@ -83,13 +99,17 @@ class log_to_knowledge(Callback):  # noqa: N801 - AutoTVM's callback naming (log
     def __init__(self, base):
         self.base = base if isinstance(base, KnowledgeBase) else KnowledgeBase(base)
         self.added = 0
+        self._stored: set[str] = set()
 
     def on_result(self, tuner, inputs, results) -> None:
         recs = [Record.from_result(tuner.task, r, tuner=tuner.name) for r in results]
         self.added += self.base.add(recs)
+        if recs and tuner.task.key not in self._stored:  # the program once, so any later task can learn from it
+            self.base.add_program(tuner.task)
+            self._stored.add(tuner.task.key)
 
     def __repr__(self) -> str:
         return f"log_to_knowledge({self.base.path})"
 
 
-__all__ = ["knowledge_records", "describe_knowledge", "log_to_knowledge"]
+__all__ = ["knowledge_records", "knowledge_programs", "describe_knowledge", "log_to_knowledge"]

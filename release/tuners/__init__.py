@@ -21,6 +21,9 @@ TUNERS = {
     "rl": "release.tuners.release_tuner:RLTuner",
     "sa-as": "release.tuners.release_tuner:SAASTuner",
 }
+#: the tuners with a cost model (:class:`release.tuners.model_based.ModelBasedTuner`): they take
+#: ``plan_size``, ``knowledge``, ``local_search`` and start warm from a knowledge base
+MODEL_BASED = ("xgb", "sa-as", "rl", "release", "release+")
 
 
 def get_tuner(name: str, task, seed: int | None = None, **kwargs) -> Tuner:
@@ -44,8 +47,8 @@ def get_tuner(name: str, task, seed: int | None = None, **kwargs) -> Tuner:
         bad = [k for k in kwargs if k not in accepted]
         if bad:
             raise TunerError(f"tuner {name!r} takes no {', '.join(bad)} (it applies to model-based tuners: "
-                             "xgb, sa-as, rl, release)")
+                             f"{', '.join(MODEL_BASED)})")
     return klass(task, seed=seed, **kwargs)
 
 
-__all__ = ["Tuner", "MeasureInput", "RandomTuner", "GridSearchTuner", "TUNERS", "get_tuner"]
+__all__ = ["Tuner", "MeasureInput", "RandomTuner", "GridSearchTuner", "TUNERS", "MODEL_BASED", "get_tuner"]

@@ -183,17 +183,18 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
     from ..cost_model import XGBoostCostModel
 
     cfg.check()
-    records = []
+    records, programs = [], None
     if cfg.knowledge is not None and cfg.knowledge is not False:
-        from ..knowledge.use import knowledge_records
+        from ..knowledge.use import knowledge_records, knowledge_programs
 
         records = knowledge_records(cfg.knowledge, task)
+        programs = knowledge_programs(cfg.knowledge)
     if records:
         from ..cost_model.transfer import TransferCostModel
 
         cost_model = TransferCostModel(task, records, config=cfg.transfer, feature_type=cfg.feature_type,
                                        loss_type=cfg.loss_type, num_threads=cfg.num_threads,
-                                       seed=child_seed(seed, "cost_model"))
+                                       seed=child_seed(seed, "cost_model"), programs=programs)
     else:
         cost_model = XGBoostCostModel(task, feature_type=cfg.feature_type, loss_type=cfg.loss_type,
                                       num_threads=cfg.num_threads, seed=child_seed(seed, "cost_model"))
