@@ -40,12 +40,23 @@ ROOT = Path(__file__).resolve().parents[2]
 RELEASE = [str(Path(sys.executable).with_name("release"))]
 
 ROWS = {
-    # row name: (tuner, warm)
-    "xgb cold": ("xgb", False),
-    "xgb warm": ("xgb", True),
-    "release+ warm": ("release+", True),
-    "release+ cold": ("release+", False),
+    # row name: (tuner, log tag)
+    "xgb cold": ("xgb", "cold"),
+    "xgb warm": ("xgb", "warm"),
+    "release+ warm": ("release+", "warm"),
+    "release+ cold": ("release+", "cold"),
 }
+#: rows reported when their logs exist, never run by this version: warm runs of the code before the first
+#: warm round was made half random (commit 7f865fe, ModelBasedTuner.warm_explore = 0 in effect)
+REPORT_ONLY = {
+    "xgb warm, model-only first round": ("xgb", "warm-noexplore"),
+    "release+ warm, model-only first round": ("release+", "warm-noexplore"),
+}
+
+
+def _rel(network, layer, row, seed):
+    tuner, tag = {**ROWS, **REPORT_ONLY}[row]
+    return f"logs/{network}.conv2d.{layer}.{tuner}.{tag}.s{seed}.jsonl"
 
 
 def _n_records(log: Path) -> int:
@@ -90,6 +101,53 @@ def _reach(curve, target):
     return None, None
 
 
+def _retime(args, out: Path, top: int = 3, rounds: int = 3) -> dict:
+    """Per log: the fastest re-timed GFLOPS of its ``top`` best logged configs, every log of a layer
+    interleaved in a shuffled order, ``rounds`` times (as ``release bench --remeasure``), same runner
+    settings as ``release tune``'s defaults, at the priority RELEASE_TIMING_PRIORITY asks for."""
+    import numpy as np
+
+    from release.measure import LocalBuilder, LocalRunner, load_records, measure_option
+    from release.measure.measure import Measurer
+    from release.task import create_task
+    from release.threads import thread_count, timing_priority, use_threads
+
+    rng = np.random.default_rng(0)
+    res: dict = {}
+    for layer in args.holdout:
+        task = create_task(f"{args.network}.conv2d.{layer}", "llvm")
+        use_threads(thread_count(task.target))
+        timing_priority()
+        space = task.config_space
+        items = []
+        for seed in args.seeds:
+            for row in [*args.rows, *REPORT_ONLY]:
+                rel = _rel(args.network, layer, row, seed)
+                if (out / rel).exists():
+                    recs = sorted((r for r in load_records(str(out / rel)) if r.ok), key=lambda r: -r.gflops)
+                    items += [(rel, space.canonical(r.config)) for r in recs[:top]]
+        if not items:
+            continue
+        opt = measure_option(LocalBuilder(), LocalRunner(number=4, repeat=3, min_repeat_ms=50))
+        costs: dict = {}
+        try:
+            m = Measurer(task, opt)
+            for _ in range(rounds):
+                order = rng.permutation(len(items))
+                for r in m.measure(list(dict.fromkeys(items[i][1] for i in order))):
+                    if r.ok:
+                        costs.setdefault(tuple(r.config), []).extend(r.costs)
+        finally:
+            opt["builder"].close()
+            opt["runner"].close()
+        for rel, c in items:
+            if tuple(c) in costs:
+                res[rel] = max(res.get(rel, 0.0), task.flop / float(np.min(costs[tuple(c)])) / 1e9)
+        print(f"re-timed conv2d.{layer}: " + ", ".join(f"{k.split('/')[-1]} {v:.1f}" for k, v in res.items()
+                                                        if f".conv2d.{layer}." in k), flush=True)
+    return res
+
+
 def _best_at(curve, n):
     return max((b for m, _, b in curve if m <= n), default=0.0)
 
@@ -108,6 +166,7 @@ def main(argv=None) -> int:
                     help="earlier logs of source layers on this host to add to the base")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/knowledge/holdout")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--no-retime", action="store_true", help="skip re-timing the runs' best kernels side by side")
     args = ap.parse_args(argv)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -131,9 +190,10 @@ def main(argv=None) -> int:
         for layer in args.holdout:
             for seed in args.seeds:
                 for row in args.rows:
-                    tuner, warm = ROWS[row]
-                    tag = f"{tuner}.{'warm' if warm else 'cold'}.s{seed}"
-                    log = out / "logs" / f"{args.network}.conv2d.{layer}.{tag}.jsonl"
+                    tuner, tag = ROWS[row]
+                    warm = tag == "warm"
+                    tag = f"{tuner}.{tag}.s{seed}"
+                    log = out / _rel(args.network, layer, row, seed)
                     kb_copy = None
                     if warm:
                         kb_copy = out / "kb-runs" / f"conv2d.{layer}.{tag}"
@@ -144,15 +204,21 @@ def main(argv=None) -> int:
                         starts[str(log.relative_to(out))] = start  # a resumed run keeps no start
                         starts_file.write_text(json.dumps(starts, indent=1))
 
-    # Phase 3: the table.
+    # Phase 3: every run's best kernels re-timed side by side (logged GFLOPS carry the machine's drift).
+    retime_file = out / "retimed.json"
+    retimed = json.loads(retime_file.read_text()) if retime_file.exists() else {}
+    if not args.report_only and not args.no_retime:
+        retimed = _retime(args, out)
+        retime_file.write_text(json.dumps(retimed, indent=1))
+
+    # Phase 4: the table.
     rows, table = [], {}
     checkpoints = [c for c in (64, 128, 256) if c < args.n_trial] + [args.n_trial]
     for layer in args.holdout:
         for seed in args.seeds:
             curves = {}
-            for row in args.rows:
-                tuner, warm = ROWS[row]
-                rel = f"logs/{args.network}.conv2d.{layer}.{tuner}.{'warm' if warm else 'cold'}.s{seed}.jsonl"
+            for row in [*args.rows, *REPORT_ONLY]:
+                rel = _rel(args.network, layer, row, seed)
                 if (out / rel).exists():
                     curves[row] = _curve(out / rel, starts.get(rel))
             if "xgb cold" not in curves:
@@ -167,8 +233,8 @@ def main(argv=None) -> int:
                     "fewer_measurements": (n_cold / n) if n else None,
                     "less_wall": (s_cold / s) if s else None,
                     "best_at": {str(k): _best_at(c, k) for k in checkpoints},
-                    "timed_from_start": f"logs/{args.network}.conv2d.{layer}.{ROWS[row][0]}."
-                                        f"{'warm' if ROWS[row][1] else 'cold'}.s{seed}.jsonl" in starts,
+                    "timed_from_start": _rel(args.network, layer, row, seed) in starts,
+                    "retimed_gflops": retimed.get(_rel(args.network, layer, row, seed)),
                 }
                 rows.append(entry)
                 table.setdefault(row, []).append(entry)
@@ -190,22 +256,28 @@ def main(argv=None) -> int:
              "measurements (or wall seconds) to that best over the row's; 'never' = not reached.",
              "",
              "| layer | seed | row | target GFLOPS | measurements to target | x fewer | wall s to target | x less wall | "
-             + " | ".join(f"best@{k}" for k in checkpoints) + " |",
-             "|---|---|---|---:|---:|---:|---:|---:|" + "---:|" * len(checkpoints)]
+             + " | ".join(f"best@{k}" for k in checkpoints) + " | best re-timed |",
+             "|---|---|---|---:|---:|---:|---:|---:|" + "---:|" * (len(checkpoints) + 1)]
     for e in rows:
         lines.append(f"| conv2d.{e['layer']} | {e['seed']} | {e['row']} | {e['target_gflops']:.1f} | "
                      f"{fmt(e['measurements_to_target'], 'd')} | {fmt(e['fewer_measurements'])} | "
                      f"{fmt(e['wall_s_to_target'], '.0f')} | {fmt(e['less_wall'])} | "
-                     + " | ".join(f"{e['best_at'][str(k)]:.1f}" for k in checkpoints) + " |")
-    lines += ["", "Geometric means over layers and seeds (runs that never reached the target count at their "
-              f"trial count, {args.n_trial}: a lower bound on the ratio):", ""]
+                     + " | ".join(f"{e['best_at'][str(k)]:.1f}" for k in checkpoints)
+                     + f" | {fmt(e['retimed_gflops'], '.1f', 'n/a')} |")
+    lines += ["", "Geometric means over layers and seeds (a run that never reached the target counts as reaching "
+              f"it at trial {args.n_trial}: its ratio is then an upper bound):", ""]
     import math
     for row, es in table.items():
         cold_n = {(x["layer"], x["seed"]): x["measurements_to_target"] for x in rows if x["row"] == "xgb cold"}
         fm = [e["fewer_measurements"] or cold_n[(e["layer"], e["seed"])] / args.n_trial for e in es]
         fb = [e["best_at"][str(args.n_trial)] / e["target_gflops"] for e in es]
+        cold_rt = {(x["layer"], x["seed"]): x["retimed_gflops"] for x in rows if x["row"] == "xgb cold"}
+        fr = [e["retimed_gflops"] / cold_rt[(e["layer"], e["seed"])] for e in es
+              if e["retimed_gflops"] and cold_rt.get((e["layer"], e["seed"]))]
         lines.append(f"- {row}: {math.exp(sum(map(math.log, fm)) / len(fm)):.2f}x fewer measurements; best at "
-                     f"{args.n_trial} / cold xgb's: {math.exp(sum(map(math.log, fb)) / len(fb)):.3f} (n={len(es)})")
+                     f"{args.n_trial} / cold xgb's: logged {math.exp(sum(map(math.log, fb)) / len(fb)):.3f}"
+                     + (f", re-timed side by side {math.exp(sum(map(math.log, fr)) / len(fr)):.3f}" if fr else "")
+                     + f" (n={len(es)})")
     (out / "holdout.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -216,9 +288,8 @@ def main(argv=None) -> int:
         cells = sorted({(e["layer"], e["seed"]) for e in rows})
         fig, axes = plt.subplots(1, len(cells), figsize=(4.5 * len(cells), 3.5), squeeze=False)
         for ax, (layer, seed) in zip(axes[0], cells):
-            for row in args.rows:
-                tuner, warm = ROWS[row]
-                rel = f"logs/{args.network}.conv2d.{layer}.{tuner}.{'warm' if warm else 'cold'}.s{seed}.jsonl"
+            for row in [*args.rows, *REPORT_ONLY]:
+                rel = _rel(args.network, layer, row, seed)
                 if (out / rel).exists():
                     c = _curve(out / rel, starts.get(rel))
                     ax.plot([m for m, _, _ in c], [b for _, _, b in c], label=row)
