@@ -104,7 +104,10 @@ def test_warm_model_scores_before_any_own_measurement_and_own_data_takes_over(me
     fast = m.predict(xs)
     assert fast.std() > 0  # the distilled knob booster gives the optimizers a landscape
     m.fit(xs[:96], ys[:96], plan_size=32)
-    assert m.own_weight == pytest.approx(96 / (96 + 64))
+    trust = m.transfer_trust
+    assert 0 < trust <= 1 and trust == pytest.approx(
+        max(0.0, spearmanr(m._transfer.inplace_predict(m.program_features.transform(xs[:96])), ys[:96])[0]))
+    assert m.own_weight == pytest.approx(1 - (1 - 96 / (96 + 64)) * trust)
     own = XGBoostCostModel(task, feature_type="itervar", seed=m.seed)
     own.program_features = m.program_features
     own.fit(xs[:96], ys[:96], plan_size=32)
@@ -159,3 +162,27 @@ def test_knowledge_of_another_target_is_left_out_and_the_tuner_starts_cold(measu
     there = create_task("tiny.matmul.1", json.loads(measured[6][1][0].target))
     tuner = XGBTuner(there, plan_size=8, seed=0, knowledge=str(tmp_path / "kb"))
     assert isinstance(tuner.cost_model, TransferCostModel) and tuner.cost_model.knowledge_used == (128, 1)
+
+
+def test_a_transfer_that_misranks_the_task_loses_its_weight(measured):
+    """The transfer booster's weight is scaled by its rank correlation with the task's own measurements
+    (clipped at 0): on labels that reverse the measured order it has no weight left, on the measured ones
+    it keeps a share. (Measured why: a held-out conv2d whose warm xgb run stayed at 193 GFLOPS against cold's
+    295, its transfer ranking the run's configs at Spearman 0.11.)"""
+    from scipy.stats import spearmanr
+
+    task, recs = measured[2]
+    knowledge = measured[6][1] + measured[9][1]
+    tasks = {measured[6][0].key: measured[6][0], measured[9][0].key: measured[9][0]}
+    cfg = TransferConfig(distill_samples=32, own_half=64, num_boost_round=30)
+    xs = np.array([r.config for r in recs], dtype=np.int64)[:40]
+    ys = np.array([r.gflops for r in recs])[:40] * 1e9
+    m = TransferCostModel(task, knowledge, config=cfg, seed=0, tasks=tasks)
+    m.fit(xs[:10], ys[:10], plan_size=16)  # fewer than trust_min (16): full trust
+    assert m.transfer_trust == 1.0 and m.own_weight == pytest.approx(10 / 74)
+    m.fit(xs, ys, plan_size=16)
+    rho = spearmanr(m._transfer.inplace_predict(m.program_features.transform(xs)), ys)[0]
+    assert rho > 0 and m.transfer_trust == pytest.approx(min(1.0, rho))
+    reversed_ys = ys.max() + ys.min() - ys  # the slowest measured config is now the fastest
+    m.fit(xs, reversed_ys, plan_size=16)
+    assert m.transfer_trust == 0.0 and m.own_weight == 1.0
