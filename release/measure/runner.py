@@ -34,6 +34,11 @@ class Runner:
     n_parallel: int = 1
     #: threads the kernels were timed with (0: not known)
     threads: int = 0
+    #: AdaTune-style early termination: a candidate whose first repeat costs more than this many
+    #: times the task's best mean so far is not repeated further (0: off). A runner that supports it
+    #: takes ``run(items, target, cutoff=SECONDS)``; the :class:`release.measure.Measurer` computes
+    #: the cutoff.
+    early_stop: float = 0.0
 
     def describe(self) -> str:
         """A short name for logs (``local``, ``rpc:KEY@HOST:PORT``, ...)."""
@@ -55,6 +60,24 @@ def _evaluator(number, repeat, min_repeat_ms, enable_cpu_cache_flush):
 
     return EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
                            enable_cpu_cache_flush=enable_cpu_cache_flush)
+
+
+def check_early_stop(early_stop) -> float:
+    """Validate an early-termination ratio (0 = off, else > 1); return it as a float.
+
+    Raises
+    ------
+    TunerError
+        Not a number, negative, or in (0, 1] (a ratio at most 1 would cut the best config itself).
+    """
+    try:
+        ratio = float(early_stop)
+    except (TypeError, ValueError):
+        raise TunerError(f"early_stop={early_stop!r} must be a number: 0 (off) or a ratio above 1, e.g. 2") from None
+    if ratio != 0.0 and not ratio > 1.0:
+        raise TunerError(f"early_stop={early_stop!r} must be 0 (off) or a ratio above 1 (e.g. 2: cut a candidate "
+                         "whose first repeat is over 2x the best mean so far)")
+    return ratio
 
 
 def _check_run_args(number, repeat, min_repeat_ms, timeout):
@@ -83,11 +106,25 @@ class LocalRunner(Runner):
         Seconds to sleep between configs (default 0.1).
     enable_cpu_cache_flush : bool
         Flush the CPU cache before each run (default False).
+    early_stop : float
+        AdaTune-style early termination (Li et al., "AdaTune", NeurIPS 2020: stop timing a
+        candidate once it is clearly worse than the best): ratio over the task's best mean cost so
+        far above which a candidate's first repeat ends its timing, so its record keeps that one
+        cost and says ``early_stopped`` (default 0: off, every config gets ``repeat`` costs). The
+        :class:`release.measure.Measurer` passes the cutoff (ratio x best mean, seconds) with each
+        run; see :func:`release.measure._worker.run_evaluator_cut`.
+
+    Raises
+    ------
+    TunerError
+        ``number`` or ``repeat`` below 1, negative ``min_repeat_ms``, ``timeout`` not positive, or
+        ``early_stop`` neither 0 nor above 1.
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: int = 0, timeout: float = 10.0,
-                 cooldown_interval: float = 0.1, enable_cpu_cache_flush: bool = False):
+                 cooldown_interval: float = 0.1, enable_cpu_cache_flush: bool = False, early_stop: float = 0.0):
         _check_run_args(number, repeat, min_repeat_ms, timeout)
+        self.early_stop = check_early_stop(early_stop)
         self.number, self.repeat, self.min_repeat_ms = int(number), int(repeat), int(min_repeat_ms)
         self.timeout, self.cooldown_interval = float(timeout), float(cooldown_interval)
         self.enable_cpu_cache_flush = bool(enable_cpu_cache_flush)
@@ -145,21 +182,32 @@ class LocalRunner(Runner):
                 "tracker (--runner rpc --rpc-key KEY --rpc-host HOST --rpc-port PORT)"
             )
 
-    def run(self, items: Sequence[tuple[str, list]], target) -> list[RunResult]:
+    def run(self, items: Sequence[tuple[str, list]], target, cutoff: float | None = None) -> list[RunResult]:
         """Run built artifacts one at a time (so each run time is its own).
 
         Parameters
         ----------
         items : list of (artifact_path, args_info)
+        target : tvm.target.Target
+        cutoff : float, optional
+            Seconds: a candidate whose first repeat costs more is not repeated further (its result
+            has one cost instead of ``repeat``). None (default): every candidate gets ``repeat``.
+
         Returns
         -------
         list of RunResult
         """
+        import functools
+
         from tvm.s_tir.meta_schedule.runner import RunnerInput
 
         from ..threads import thread_count
+        from . import _worker
 
         runner = self._ms_runner(thread_count(target))
+        # MetaSchedule's LocalRunner reads f_run_evaluator at each run (a callable is sent to the worker)
+        runner.f_run_evaluator = (functools.partial(_worker.run_evaluator_cut, float(cutoff))
+                                  if cutoff is not None and self.repeat > 1 else None)
         out = []
         dev = device_type(target)
         for path, args in items:
@@ -239,8 +287,11 @@ class RPCRunner(LocalRunner):
     def __init__(self, key: str, host: str = "127.0.0.1", port: int = 9190, n_parallel: int = 1,
                  session_timeout: float = 60.0, number: int = 4, repeat: int = 3, min_repeat_ms: int = 0,
                  timeout: float = 10.0, cooldown_interval: float = 0.1, enable_cpu_cache_flush: bool = False,
-                 priority: int = 1):
+                 priority: int = 1, early_stop: float = 0.0):
         super().__init__(number, repeat, min_repeat_ms, timeout, cooldown_interval, enable_cpu_cache_flush)
+        if check_early_stop(early_stop):
+            raise TunerError(f"early_stop={early_stop!r} is for the local runner only: the RPC runner times a "
+                             "whole batch at once (use --early-stop 0 with --runner rpc)")
         if not key:
             raise MeasureError("RPC runner needs a device key (--rpc-key)")
         self.key, self.host, self.port = key, host, int(port)

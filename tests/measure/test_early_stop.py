@@ -1,0 +1,124 @@
+"""AdaTune-style early termination (issue 17, item 4): a candidate whose first repeat is far slower
+than the task's best so far gets no more repeats; the best is always timed with all of them.
+
+Real builds and runs of ``tiny.matmul.1``; the tests assert on the number of costs recorded and on
+the flags, never on how fast a kernel is.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from release.errors import TunerError
+from release.measure import LocalBuilder, LocalRunner, Measurer, load_records, log_to_file, measure_option
+from release.measure.config import MeasureConfig
+from release.measure.result import MeasureResult
+
+REPEAT = 3
+
+
+@pytest.fixture(scope="module")
+def cut_measure():
+    """2 build workers; a runner of 3 repeats that cuts at 2x the best mean."""
+    opt = measure_option(LocalBuilder(n_parallel=2, timeout=60),
+                         LocalRunner(number=1, repeat=REPEAT, min_repeat_ms=0, cooldown_interval=0.0, early_stop=2.0))
+    yield opt
+    opt["builder"].close()
+    opt["runner"].close()
+
+
+def _configs(task, n, seed):
+    return [tuple(c) for c in task.config_space.sample(n, np.random.default_rng(seed))]
+
+
+def test_a_candidate_far_slower_than_the_best_is_cut_after_its_first_repeat(matmul_task, cut_measure):
+    # a best of 1 ps: every real kernel is more than 2x slower, so each is cut after one repeat
+    m = Measurer(matmul_task, cut_measure, best_cost=1e-12)
+    results = m.measure(_configs(matmul_task, 3, 5))
+    ok = [r for r in results if r.ok]
+    assert ok, [r.error_msg for r in results]
+    for r in ok:
+        assert len(r.costs) == 1 and r.early_stopped
+    assert m.stats["early_stopped"] == len(ok)
+    assert m.best_cost == 1e-12  # a cut result never lowers the best
+
+
+def test_with_no_best_yet_or_early_stop_off_every_config_gets_all_repeats(matmul_task, cut_measure):
+    fresh = Measurer(matmul_task, cut_measure)  # no best yet: the first result cannot be cut
+    (first,) = fresh.measure(_configs(matmul_task, 1, 6))
+    assert first.ok and len(first.costs) == REPEAT and not first.early_stopped
+    assert fresh.best_cost == pytest.approx(first.mean_cost)
+
+    off = measure_option(cut_measure["builder"], LocalRunner(number=1, repeat=REPEAT, min_repeat_ms=0,
+                                                             cooldown_interval=0.0))
+    try:
+        m = Measurer(matmul_task, off, best_cost=1e-12)  # early_stop=0 (the default): nothing is cut
+        for r in m.measure(_configs(matmul_task, 2, 7)):
+            assert r.ok and len(r.costs) == REPEAT and not r.early_stopped
+        assert m.stats["early_stopped"] == 0
+    finally:
+        off["runner"].close()
+
+
+def test_the_best_config_is_timed_with_full_repeats_and_cut_ones_are_never_best(matmul_task, cut_measure, tmp_path):
+    from release.tuners.simple import RandomTuner
+
+    log = str(tmp_path / "cut.jsonl")
+    tuner = RandomTuner(matmul_task, seed=11).tune(12, cut_measure, callbacks=[log_to_file(log)])
+    recs = [r for r in load_records(log) if r.ok]
+    assert len(recs) >= 8
+    best = min(recs, key=lambda r: r.mean_cost)
+    assert tuple(best.config) == tuple(tuner.best_config)
+    assert len(best.costs) == REPEAT and not best.early_stopped
+    for r in recs:
+        # a record is either fully timed or cut after exactly one repeat, and says which
+        assert len(r.costs) == (1 if r.early_stopped else REPEAT)
+        if r.early_stopped:
+            assert r.mean_cost > 2.0 * best.mean_cost
+    assert tuner.measure_stats["early_stopped"] == sum(r.early_stopped for r in recs)
+
+
+def test_a_resumed_run_starts_cutting_from_the_records_best(matmul_task, cut_measure, tmp_path):
+    """The tuner hands the resumed records' best to the measurer, so a resumed run's first new
+    candidates can already be cut (a stored best of 1 ps: every new one is)."""
+    from release.tuners.simple import RandomTuner
+
+    log = str(tmp_path / "resume.jsonl")
+    c0 = matmul_task.config_space.canonical(_configs(matmul_task, 1, 8)[0])
+    stored = MeasureResult(config=c0, costs=[1e-12] * REPEAT).stamp(matmul_task, "random")
+    with open(log, "w", encoding="utf-8") as f:
+        f.write(stored.to_json() + "\n")
+    tuner = RandomTuner(matmul_task, seed=12).tune(4, cut_measure, callbacks=[log_to_file(log)], resume=True)
+    new = [r for r in load_records(log)[1:] if r.ok]
+    assert new and all(r.early_stopped and len(r.costs) == 1 for r in new)
+    assert tuner.best_config == c0
+
+
+def test_the_flag_round_trips_and_old_logs_load_as_not_cut():
+    r = MeasureResult(config=(1, 2), costs=[2e-3], early_stopped=True)
+    again = MeasureResult.from_json(r.to_json())
+    assert again.early_stopped is True and again.costs == [2e-3] and again.mean_cost == pytest.approx(2e-3)
+    old = json.loads(r.to_json())
+    del old["early_stopped"]  # a line written before the field existed
+    assert MeasureResult.from_json(json.dumps(old)).early_stopped is False
+
+
+@pytest.mark.parametrize("bad", [0.5, 1.0, -2.0, "x"])
+def test_a_bad_ratio_is_refused_with_its_value_and_the_fix(bad):
+    with pytest.raises(TunerError, match="early_stop=") as e:
+        LocalRunner(early_stop=bad)
+    assert "above 1" in str(e.value)
+    with pytest.raises(TunerError, match="early_stop"):
+        MeasureConfig(early_stop=bad).check()
+
+
+def test_early_stop_is_refused_for_the_rpc_runner_and_reaches_the_local_one():
+    with pytest.raises(TunerError, match="local runner only"):
+        MeasureConfig(runner="rpc", rpc_key="k", early_stop=2.0).check()
+    opt = MeasureConfig(early_stop=2.5, n_parallel=1).make_option()
+    try:
+        assert opt["runner"].early_stop == 2.5
+    finally:
+        opt["builder"].close()
+        opt["runner"].close()
