@@ -67,11 +67,11 @@ def runtime_threads() -> int:
     return int(tvm.runtime.num_threads())
 
 
-def rpc_run_evaluator(threads, session, rt_mod, device, evaluator_config, repeated_args):
+def rpc_run_evaluator(threads, session, rt_mod, device, evaluator_config, repeated_args, cutoff_s=None):
     """MetaSchedule's RPC ``f_run_evaluator`` that first sets the remote CPU runtime pool to
     ``threads`` threads (``runtime.config_threadpool`` through the session; a GPU's kernels are
-    unaffected), then runs MetaSchedule's default evaluator."""
-    from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
+    unaffected), then runs MetaSchedule's default evaluator (:func:`run_evaluator_cut` with
+    ``cutoff_s`` when given)."""
 
     # kDLCPU; a device of an RPC session carries 128 x (session index + 1) on top of its type
     if int(device.dlpack_device_type()) % 128 == 1:
@@ -79,7 +79,7 @@ def rpc_run_evaluator(threads, session, rt_mod, device, evaluator_config, repeat
             session.get_function("runtime.config_threadpool")(0, int(threads))
         except Exception:  # noqa: BLE001 - an old remote runtime without it keeps its own count
             pass
-    return run_evaluator_common(rt_mod, device, evaluator_config, repeated_args)
+    return run_evaluator_cut(cutoff_s, rt_mod, device, evaluator_config, repeated_args)
 
 
 def run_evaluator_cut(cutoff_s, rt_mod, device, evaluator_config, repeated_args):

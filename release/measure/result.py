@@ -145,9 +145,9 @@ class MeasureResult:
     layout_rewrite : bool
         The schedule rewrites a layout-free weight's layout (MetaSchedule's RewriteLayout fired:
         the kernel was timed on the pre-packed weight).
-    early_stopped : bool
-        Its timing was cut short (AdaTune-style early termination, ``LocalRunner(early_stop=)``):
-        its first repeat was over ``early_stop`` times the task's best mean so far, so ``costs``
+    cut_short : bool
+        Its timing was cut short (AdaTune-style early termination, ``LocalRunner(early_termination=)``):
+        its first repeat was over ``early_termination`` times the task's best mean so far, so ``costs``
         holds that one repeat instead of ``repeat``. Its ``mean_cost`` is a valid cost (an upper
         bound on its speed), never a best. False in logs written before the field existed.
     release_version, revision : str
@@ -176,7 +176,7 @@ class MeasureResult:
     round: int = 0
     threads: int = 0
     layout_rewrite: bool = False
-    early_stopped: bool = False
+    cut_short: bool = False
     release_version: str = ""
     revision: str = ""
     version: int = RECORD_VERSION
