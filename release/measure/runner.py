@@ -133,6 +133,9 @@ class LocalRunner(Runner):
         self._runner = None
         #: threads the running worker times kernels with (the target's ``num-cores``; 0 = not started)
         self.threads = 0
+        #: run workers started so far (1 for a whole tuning run: the worker stays warm across
+        #: batches and tasks of one thread count) and the wall seconds spent starting them
+        self.starts, self.startup_s = 0, 0.0
 
     def describe(self) -> str:
         return "local"
@@ -154,12 +157,15 @@ class LocalRunner(Runner):
 
             # MetaSchedule's runner starts its worker in a sanity check bounded by timeout_sec: give
             # start-up a generous limit, then enforce the per-run timeout.
+            t0 = time.perf_counter()
             self._runner = without_sigint(lambda: MSLocalRunner(
                 timeout_sec=max(self.timeout, STARTUP_TIMEOUT),
                 evaluator_config=_evaluator(self.number, self.repeat, self.min_repeat_ms, self.enable_cpu_cache_flush),
                 cooldown_sec=self.cooldown_interval,
                 initializer=functools.partial(_worker.init_runner, threads),
             ))
+            self.starts += 1
+            self.startup_s += time.perf_counter() - t0
             set_job_timeout(self._runner.pool, self.timeout)
             self._runner.timeout_sec = self.timeout  # its timeout message names this limit, not start-up's
             self.threads = threads

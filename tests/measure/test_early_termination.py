@@ -156,3 +156,24 @@ def test_the_rpc_runner_cuts_a_batch_at_the_best_known_before_it(matmul_task, tm
             opt["builder"].close()
             opt["runner"].close()
         cluster.close()
+
+
+def test_workers_stay_warm_across_batches_and_their_start_up_is_counted_once(matmul_task):
+    """The build pool and the run worker start once for a whole run (three batches here): the same
+    run worker process times every batch, and ``starts`` / ``startup_s`` say what start-up cost."""
+    from release.measure import _worker
+
+    opt = measure_option(LocalBuilder(n_parallel=1, timeout=60),
+                         LocalRunner(number=1, repeat=1, min_repeat_ms=0, cooldown_interval=0.0))
+    try:
+        m = Measurer(matmul_task, opt)
+        pids = set()
+        for seed in (21, 22, 23):
+            m.measure(_configs(matmul_task, 2, seed))
+            pids.add(opt["runner"]._runner.pool.submit(_worker.ping).result())
+        assert m.stats["batches"] == 3
+        assert opt["builder"].starts == 1 and opt["runner"].starts == 1 and len(pids) == 1
+        assert opt["builder"].startup_s > 0 and opt["runner"].startup_s > 0
+    finally:
+        opt["builder"].close()
+        opt["runner"].close()
