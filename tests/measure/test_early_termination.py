@@ -177,3 +177,22 @@ def test_workers_stay_warm_across_batches_and_their_start_up_is_counted_once(mat
     finally:
         opt["builder"].close()
         opt["runner"].close()
+
+
+def test_the_fidelity_replay_counts_cuts_and_a_lost_best():
+    """``benchmarks/early_termination_fidelity.py`` (the evidence for the default) replays the cut
+    as the measurer does: running best of fully timed means, first cost against ratio x best."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "benchmarks", "early_termination_fidelity.py")
+    spec = importlib.util.spec_from_file_location("early_termination_fidelity", path)
+    fid = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fid)
+    costs = [[1.0] * 3, [3.0] * 3, [0.5] * 3, [1.2, 0.1, 0.1]]  # B cut; D cut although its mean is a new best
+    recs = [{"config": (i,), "costs": c, "run_s": 1.0} for i, c in enumerate(costs)]
+    out = fid.replay(recs, 2.0)
+    assert (out["cut"], out["saved"], out["repeats"], out["lost"]) == (2, 4, 12, 1)
+    assert out["best_changed"] and out["best_ratio"] == pytest.approx(0.5 / (1.4 / 3))
+    assert out["run_saved"] == pytest.approx(2 * 2 / 3)
+    assert fid.replay(recs, 3.0)["cut"] == 0  # 3.0 is not over 3 x 1.0, 1.2 not over 1.5
