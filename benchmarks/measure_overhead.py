@@ -11,7 +11,7 @@ The floor (issue 17, item 4): the wall time of one ``Measurer.measure`` call on 
 alone (replay + build + run, warm worker pools), median of ``--floor-repeats`` calls. Reported:
 ``wall_per_trial_over_floor`` (the issue's target: <= 1.3) and the per-trial split of the tuning wall
 time into replay, build phase, run, and bookkeeping (search, fit, callbacks: wall minus the
-measurer's own total).
+measurer's own total; the final output check, once per run, is off).
 
 Worker start-up (the build pool's and the run worker's, each importing TVM, once per run: the
 workers stay warm across batches) is inside the first batch; ``startup_s`` reports it and
@@ -55,7 +55,9 @@ def main() -> int:
     log = tempfile.mktemp(suffix=".jsonl")
     tuner = RandomTuner(task, seed=args.seed)
     t0 = time.perf_counter()
-    tuner.tune(args.n_trial, opt, callbacks=[log_to_file(log)])
+    # the final output check (once per run: compile the best and compare with the reference, 1.5-3 s
+    # here) is not part of any trial; it is off so that bookkeeping is search + fit + callbacks
+    tuner.tune(args.n_trial, opt, callbacks=[log_to_file(log)], check_output=False)
     wall = time.perf_counter() - t0
     recs = load_records(log)
     ok = sorted((r for r in recs if r.ok), key=lambda r: r.mean_cost)

@@ -89,9 +89,10 @@ def run_evaluator_cut(cutoff_s, rt_mod, device, evaluator_config, repeated_args)
 
     Equals MetaSchedule's ``run_evaluator_common`` (one ``time_evaluator`` call with ``number``,
     ``repeat``, ``min_repeat_ms``) split in two calls: the first repeat, then the rest. The second
-    call starts from the ``number`` the first one grew to under ``min_repeat_ms`` (TVM grows
-    ``number`` until a repeat lasts ``min_repeat_ms``; it does not keep it between calls), so each
-    cost still averages at least ``min_repeat_ms`` of runs; each call has its own warm-up run.
+    call starts from a ``number`` that makes one repeat last about 1.2 x ``min_repeat_ms`` at the
+    first repeat's cost (TVM grows ``number`` until a repeat lasts ``min_repeat_ms``, redoing a short
+    one, and does not keep it between evaluators), so each cost still averages at least
+    ``min_repeat_ms`` of runs; each call has its own warm-up run.
     ``cutoff_s`` None or ``repeat == 1``: exactly ``run_evaluator_common``.
     """
     import math
@@ -115,7 +116,8 @@ def run_evaluator_cut(cutoff_s, rt_mod, device, evaluator_config, repeated_args)
         costs += first
         if first[0] > cutoff_s:
             continue  # cut short: far slower than the task's best so far
-        grown = number if min_ms <= 0 or first[0] <= 0 else max(number, math.ceil(min_ms / 1e3 / first[0]))
+        # 1.2: a margin so that the rest's repeats reach min_repeat_ms at once (TVM redoes a short one)
+        grown = number if min_ms <= 0 or first[0] <= 0 else max(number, math.ceil(1.2 * min_ms / 1e3 / first[0]))
         device.sync()
         costs += [float(x) for x in evaluator(grown, evaluator_config.repeat - 1)(*args).results]
     return costs
