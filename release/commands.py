@@ -27,6 +27,9 @@ def _add_measure_args(p) -> None:
     p.add_argument("--min-repeat-ms", type=int, default=50, help="raise number until one cost takes this long")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per run")
     p.add_argument("--build-timeout", type=float, default=30.0, help="seconds per build")
+    p.add_argument("--early-termination", type=float, default=2.0, metavar="RATIO",
+                   help="no more repeats for a config whose first repeat is over RATIO x the task's best mean so far "
+                        "(AdaTune-style early termination; default 2; 0: every config gets --repeat costs)")
 
 
 def register(subparsers) -> None:

@@ -67,11 +67,11 @@ def runtime_threads() -> int:
     return int(tvm.runtime.num_threads())
 
 
-def rpc_run_evaluator(threads, session, rt_mod, device, evaluator_config, repeated_args):
+def rpc_run_evaluator(threads, session, rt_mod, device, evaluator_config, repeated_args, cutoff_s=None):
     """MetaSchedule's RPC ``f_run_evaluator`` that first sets the remote CPU runtime pool to
     ``threads`` threads (``runtime.config_threadpool`` through the session; a GPU's kernels are
-    unaffected), then runs MetaSchedule's default evaluator."""
-    from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
+    unaffected), then runs MetaSchedule's default evaluator (:func:`run_evaluator_cut` with
+    ``cutoff_s`` when given)."""
 
     # kDLCPU; a device of an RPC session carries 128 x (session index + 1) on top of its type
     if int(device.dlpack_device_type()) % 128 == 1:
@@ -79,4 +79,45 @@ def rpc_run_evaluator(threads, session, rt_mod, device, evaluator_config, repeat
             session.get_function("runtime.config_threadpool")(0, int(threads))
         except Exception:  # noqa: BLE001 - an old remote runtime without it keeps its own count
             pass
-    return run_evaluator_common(rt_mod, device, evaluator_config, repeated_args)
+    return run_evaluator_cut(cutoff_s, rt_mod, device, evaluator_config, repeated_args)
+
+
+def run_evaluator_cut(cutoff_s, rt_mod, device, evaluator_config, repeated_args):
+    """MetaSchedule's ``f_run_evaluator`` with AdaTune-style early termination: time one repeat; if
+    its cost is above ``cutoff_s`` seconds, return that one cost (the candidate is cut short),
+    else time the other ``repeat - 1`` repeats and return all ``repeat`` costs.
+
+    Equals MetaSchedule's ``run_evaluator_common`` (one ``time_evaluator`` call with ``number``,
+    ``repeat``, ``min_repeat_ms``) split in two calls: the first repeat, then the rest. The second
+    call starts from a ``number`` that makes one repeat last about 1.2 x ``min_repeat_ms`` at the
+    first repeat's cost (TVM grows ``number`` until a repeat lasts ``min_repeat_ms``, redoing a short
+    one, and does not keep it between evaluators), so each cost still averages at least
+    ``min_repeat_ms`` of runs; each call has its own warm-up run.
+    ``cutoff_s`` None or ``repeat == 1``: exactly ``run_evaluator_common``.
+    """
+    import math
+
+    from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
+
+    if cutoff_s is None or evaluator_config.repeat <= 1:
+        return run_evaluator_common(rt_mod, device, evaluator_config, repeated_args)
+    preproc = "cache_flush_cpu_non_first_arg" if evaluator_config.enable_cpu_cache_flush else ""
+    number, min_ms = int(evaluator_config.number), int(evaluator_config.min_repeat_ms)
+
+    def evaluator(n, repeat):
+        return rt_mod.time_evaluator(func_name=rt_mod.entry_name, dev=device, number=n, repeat=repeat,
+                                     min_repeat_ms=min_ms, f_preproc=preproc)
+
+    first_eval = evaluator(number, 1)
+    costs = []
+    for args in repeated_args:
+        device.sync()
+        first = [float(x) for x in first_eval(*args).results]
+        costs += first
+        if first[0] > cutoff_s:
+            continue  # cut short: far slower than the task's best so far
+        # 1.2: a margin so that the rest's repeats reach min_repeat_ms at once (TVM redoes a short one)
+        grown = number if min_ms <= 0 or first[0] <= 0 else max(number, math.ceil(1.2 * min_ms / 1e3 / first[0]))
+        device.sync()
+        costs += [float(x) for x in evaluator(grown, evaluator_config.repeat - 1)(*args).results]
+    return costs

@@ -60,6 +60,9 @@ class LocalBuilder(Builder):
         self.max_uses = int(max_uses)
         self._pool = None
         self._pool_target = None
+        #: worker pools started so far (1 for a whole tuning run of one target: workers stay warm
+        #: across batches) and the wall seconds spent starting them (importing TVM in each worker)
+        self.starts, self.startup_s = 0, 0.0
 
     def _get_pool(self, target_json: str):
         from tvm.support.popen_pool import PopenPoolExecutor
@@ -78,7 +81,10 @@ class LocalBuilder(Builder):
                 list(pool.map_with_error_catching(lambda _: _worker.ping(), range(self.n_parallel)))
                 return pool
 
+            t0 = time.perf_counter()
             pool = without_sigint(start)
+            self.starts += 1
+            self.startup_s += time.perf_counter() - t0
             set_job_timeout(pool, self.timeout)
             self._pool, self._pool_target = pool, target_json
         return self._pool

@@ -5,6 +5,9 @@ Life cycle of :meth:`Measurer.measure` (one batch): each config is replayed to a
 built in parallel (:class:`release.measure.builder.Builder`), the artifacts are run
 (:class:`release.measure.runner.Runner`: one by one, or all at once when ``batched``), and each
 :class:`release.measure.result.MeasureResult` goes to ``on_result`` the moment it completes.
+With a runner's ``early_termination`` ratio set, each run gets the cutoff ``early_termination x`` the task's best
+mean cost so far (:attr:`Measurer.best_cost`), and a candidate cut after its first repeat is marked
+``cut_short`` (AdaTune-style early termination; see ``LocalRunner``).
 """
 
 from __future__ import annotations
@@ -75,21 +78,56 @@ class Measurer:
     option : dict
         From :func:`measure_option`.
 
+    best_cost : float, optional
+        Best mean cost (seconds) of this task known before the first measurement (a resumed
+        run's); default ``inf``. Only used for early termination.
+
+    Attributes
+    ----------
+    best_cost : float
+        Lowest mean cost (seconds) of a fully timed, successful result of this task so far (or
+        the ``best_cost`` given); a candidate cut short never lowers it. The early-termination
+        cutoff is ``runner.early_termination * best_cost``; while it is ``inf`` nothing is cut.
+
     Notes
     -----
     Invalid configs (see :meth:`release.space.KnobSpace.apply`) come back with
     ``error_kind == "invalid"`` and are never built.
+
+    A result cut short keeps its one cost, so its ``mean_cost`` is above ``early_termination`` times the
+    best mean at the time, which is at least the final best: a cut result is never the best of a
+    run (the cost model learns its one-repeat mean, still an upper bound on its speed). Only if the
+    best is later found to give a wrong output can a cut result become the next best.
     """
 
-    def __init__(self, task, option: dict):
+    def __init__(self, task, option: dict, best_cost: float | None = None):
         self.task = task
         self.builder: Builder = option["builder"]
         self.runner: Runner = option["runner"]
         self.runner.check_device(task.target)
+        self.best_cost = float("inf") if best_cost is None else float(best_cost)
         #: wall seconds per phase, summed over calls: replay (+postprocessors), build (parallel
-        #: phase), run (all runs), total (whole measure calls); and counts
+        #: phase), run (all runs), total (whole measure calls); and counts (``cut_short``:
+        #: candidates cut after their first repeat)
         self.stats = {"replay": 0.0, "build": 0.0, "run": 0.0, "total": 0.0, "configs": 0, "measured": 0,
-                      "batches": 0}
+                      "batches": 0, "cut_short": 0}
+
+    def _cutoff(self) -> float | None:
+        """Seconds above which a first repeat ends a candidate's timing (None: no cut)."""
+        ratio = float(getattr(self.runner, "early_termination", 0.0) or 0.0)
+        if ratio <= 0.0 or self.best_cost == float("inf"):
+            return None
+        return ratio * self.best_cost
+
+    def _book(self, r: MeasureResult, cutoff: float | None) -> None:
+        """Mark ``r`` cut_short when a cutoff applied and it got fewer costs than ``repeat``;
+        a fully timed success may lower :attr:`best_cost`."""
+        repeat = int(getattr(self.runner, "repeat", 0) or 0)
+        r.cut_short = bool(cutoff is not None and r.ok and 0 < len(r.costs) < repeat)
+        if r.cut_short:
+            self.stats["cut_short"] += 1
+        elif r.ok:
+            self.best_cost = min(self.best_cost, r.mean_cost)
 
     @property
     def batch_size(self) -> int:
@@ -147,15 +185,26 @@ class Measurer:
                 done(r)
             else:
                 to_run.append((i, path, args))
-        if self.runner.batched:
-            ran = self.runner.run([(p, a) for _, p, a in to_run], self.task.target) if to_run else []
+        cutoffs = {}  # result index -> the cutoff its run was given
+
+        def run_one(item):
+            cutoff = cutoffs[item[0]] = self._cutoff()  # the best so far, this batch's runs included
+            extra = {} if cutoff is None else {"cutoff": cutoff}
+            return self.runner.run([(item[1], item[2])], self.task.target, **extra)[0]
+
+        if self.runner.batched:  # the whole batch shares the cutoff of the best before it
+            cutoff = self._cutoff()
+            extra = {} if cutoff is None else {"cutoff": cutoff}
+            cutoffs.update((i, cutoff) for i, _, _ in to_run)
+            ran = self.runner.run([(p, a) for _, p, a in to_run], self.task.target, **extra) if to_run else []
             pairs = zip(to_run, ran)
         else:
-            pairs = ((item, self.runner.run([(item[1], item[2])], self.task.target)[0]) for item in to_run)
+            pairs = ((item, run_one(item)) for item in to_run)
         for (i, path, _), (costs, secs, kind, msg) in pairs:
             r = results[i]
             r.costs, r.run_s, r.error_kind, r.error_msg = costs, secs, kind, msg
             r.threads = self.runner.threads
+            self._book(r, cutoffs.get(i))
             shutil.rmtree(os.path.dirname(path), ignore_errors=True)
             done(r)
         t_end = time.perf_counter()

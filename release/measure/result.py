@@ -145,6 +145,11 @@ class MeasureResult:
     layout_rewrite : bool
         The schedule rewrites a layout-free weight's layout (MetaSchedule's RewriteLayout fired:
         the kernel was timed on the pre-packed weight).
+    cut_short : bool
+        Its timing was cut short (AdaTune-style early termination, ``LocalRunner(early_termination=)``):
+        its first repeat was over ``early_termination`` times the task's best mean so far, so ``costs``
+        holds that one repeat instead of ``repeat``. Its ``mean_cost`` is a valid cost (an upper
+        bound on its speed), never a best. False in logs written before the field existed.
     release_version, revision : str
         Version of the release package and git revision (12 hex digits) of the code that measured
         it ("" outside a git checkout, or in older logs); see :func:`provenance`.
@@ -171,6 +176,7 @@ class MeasureResult:
     round: int = 0
     threads: int = 0
     layout_rewrite: bool = False
+    cut_short: bool = False
     release_version: str = ""
     revision: str = ""
     version: int = RECORD_VERSION

@@ -34,6 +34,11 @@ class Runner:
     n_parallel: int = 1
     #: threads the kernels were timed with (0: not known)
     threads: int = 0
+    #: AdaTune-style early termination: a candidate whose first repeat costs more than this many
+    #: times the task's best mean so far is not repeated further (0: off). A runner that supports it
+    #: takes ``run(items, target, cutoff=SECONDS)``; the :class:`release.measure.Measurer` computes
+    #: the cutoff.
+    early_termination: float = 0.0
 
     def describe(self) -> str:
         """A short name for logs (``local``, ``rpc:KEY@HOST:PORT``, ...)."""
@@ -55,6 +60,25 @@ def _evaluator(number, repeat, min_repeat_ms, enable_cpu_cache_flush):
 
     return EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
                            enable_cpu_cache_flush=enable_cpu_cache_flush)
+
+
+def check_early_termination(early_termination) -> float:
+    """Validate an early-termination ratio (0 = off, else > 1); return it as a float.
+
+    Raises
+    ------
+    TunerError
+        Not a number, negative, or in (0, 1] (a ratio at most 1 would cut the best config itself).
+    """
+    try:
+        ratio = float(early_termination)
+    except (TypeError, ValueError):
+        raise TunerError(f"early_termination={early_termination!r} must be a number: 0 (off) or a ratio "
+                         "above 1, e.g. 2") from None
+    if ratio != 0.0 and not ratio > 1.0:
+        raise TunerError(f"early_termination={early_termination!r} must be 0 (off) or a ratio above 1 (e.g. 2: "
+                         "cut a candidate whose first repeat is over 2x the best mean so far)")
+    return ratio
 
 
 def _check_run_args(number, repeat, min_repeat_ms, timeout):
@@ -83,17 +107,35 @@ class LocalRunner(Runner):
         Seconds to sleep between configs (default 0.1).
     enable_cpu_cache_flush : bool
         Flush the CPU cache before each run (default False).
+    early_termination : float
+        AdaTune-style early termination (Li et al., "AdaTune", NeurIPS 2020: stop timing a
+        candidate once it is clearly worse than the best): ratio over the task's best mean cost so
+        far above which a candidate's first repeat ends its timing, so its record keeps that one
+        cost and says ``cut_short`` (default 0: off, every config gets ``repeat`` costs). The
+        :class:`release.measure.Measurer` passes the cutoff (ratio x best mean, seconds) with each
+        run; see :func:`release.measure._worker.run_evaluator_cut`.
+
+    Raises
+    ------
+    TunerError
+        ``number`` or ``repeat`` below 1, negative ``min_repeat_ms``, ``timeout`` not positive, or
+        ``early_termination`` neither 0 nor above 1.
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: int = 0, timeout: float = 10.0,
-                 cooldown_interval: float = 0.1, enable_cpu_cache_flush: bool = False):
+                 cooldown_interval: float = 0.1, enable_cpu_cache_flush: bool = False,
+                 early_termination: float = 0.0):
         _check_run_args(number, repeat, min_repeat_ms, timeout)
+        self.early_termination = check_early_termination(early_termination)
         self.number, self.repeat, self.min_repeat_ms = int(number), int(repeat), int(min_repeat_ms)
         self.timeout, self.cooldown_interval = float(timeout), float(cooldown_interval)
         self.enable_cpu_cache_flush = bool(enable_cpu_cache_flush)
         self._runner = None
         #: threads the running worker times kernels with (the target's ``num-cores``; 0 = not started)
         self.threads = 0
+        #: run workers started so far (1 for a whole tuning run: the worker stays warm across
+        #: batches and tasks of one thread count) and the wall seconds spent starting them
+        self.starts, self.startup_s = 0, 0.0
 
     def describe(self) -> str:
         return "local"
@@ -115,12 +157,15 @@ class LocalRunner(Runner):
 
             # MetaSchedule's runner starts its worker in a sanity check bounded by timeout_sec: give
             # start-up a generous limit, then enforce the per-run timeout.
+            t0 = time.perf_counter()
             self._runner = without_sigint(lambda: MSLocalRunner(
                 timeout_sec=max(self.timeout, STARTUP_TIMEOUT),
                 evaluator_config=_evaluator(self.number, self.repeat, self.min_repeat_ms, self.enable_cpu_cache_flush),
                 cooldown_sec=self.cooldown_interval,
                 initializer=functools.partial(_worker.init_runner, threads),
             ))
+            self.starts += 1
+            self.startup_s += time.perf_counter() - t0
             set_job_timeout(self._runner.pool, self.timeout)
             self._runner.timeout_sec = self.timeout  # its timeout message names this limit, not start-up's
             self.threads = threads
@@ -145,21 +190,32 @@ class LocalRunner(Runner):
                 "tracker (--runner rpc --rpc-key KEY --rpc-host HOST --rpc-port PORT)"
             )
 
-    def run(self, items: Sequence[tuple[str, list]], target) -> list[RunResult]:
+    def run(self, items: Sequence[tuple[str, list]], target, cutoff: float | None = None) -> list[RunResult]:
         """Run built artifacts one at a time (so each run time is its own).
 
         Parameters
         ----------
         items : list of (artifact_path, args_info)
+        target : tvm.target.Target
+        cutoff : float, optional
+            Seconds: a candidate whose first repeat costs more is not repeated further (its result
+            has one cost instead of ``repeat``). None (default): every candidate gets ``repeat``.
+
         Returns
         -------
         list of RunResult
         """
+        import functools
+
         from tvm.s_tir.meta_schedule.runner import RunnerInput
 
         from ..threads import thread_count
+        from . import _worker
 
         runner = self._ms_runner(thread_count(target))
+        # MetaSchedule's LocalRunner reads f_run_evaluator at each run (a callable is sent to the worker)
+        runner.f_run_evaluator = (functools.partial(_worker.run_evaluator_cut, float(cutoff))
+                                  if cutoff is not None and self.repeat > 1 else None)
         out = []
         dev = device_type(target)
         for path, args in items:
@@ -227,8 +283,9 @@ class RPCRunner(LocalRunner):
         Concurrent sessions (spread over the key's free devices; default 1).
     session_timeout : float
         Seconds one session may take (upload + run; default 60).
-    number, repeat, min_repeat_ms, timeout, cooldown_interval, enable_cpu_cache_flush
-        As :class:`LocalRunner`.
+    number, repeat, min_repeat_ms, timeout, cooldown_interval, enable_cpu_cache_flush, early_termination
+        As :class:`LocalRunner`; a batch's runs go out at once, so with ``early_termination`` they share
+        the cutoff of the best known when the batch started.
 
     Raises
     ------
@@ -239,8 +296,9 @@ class RPCRunner(LocalRunner):
     def __init__(self, key: str, host: str = "127.0.0.1", port: int = 9190, n_parallel: int = 1,
                  session_timeout: float = 60.0, number: int = 4, repeat: int = 3, min_repeat_ms: int = 0,
                  timeout: float = 10.0, cooldown_interval: float = 0.1, enable_cpu_cache_flush: bool = False,
-                 priority: int = 1):
-        super().__init__(number, repeat, min_repeat_ms, timeout, cooldown_interval, enable_cpu_cache_flush)
+                 priority: int = 1, early_termination: float = 0.0):
+        super().__init__(number, repeat, min_repeat_ms, timeout, cooldown_interval, enable_cpu_cache_flush,
+                         early_termination)
         if not key:
             raise MeasureError("RPC runner needs a device key (--rpc-key)")
         self.key, self.host, self.port = key, host, int(port)
@@ -287,13 +345,21 @@ class RPCRunner(LocalRunner):
 
         return thread_count(target)
 
-    def run(self, items, target):
-        """Submit every artifact at once (spread over free devices), then collect."""
+    def run(self, items, target, cutoff: float | None = None):
+        """Submit every artifact at once (spread over free devices), then collect; ``cutoff`` as
+        :meth:`LocalRunner.run` (one for the whole batch)."""
+        import functools
+
         from tvm.s_tir.meta_schedule.runner import RunnerInput
 
         from ..threads import thread_count
+        from . import _worker
 
         runner = self._ms_runner(thread_count(target))
+        # MetaSchedule's RPCRunner reads f_run_evaluator at each run
+        runner.f_run_evaluator = functools.partial(
+            _worker.rpc_run_evaluator, self.threads,
+            cutoff_s=float(cutoff) if cutoff is not None and self.repeat > 1 else None)
         dev = device_type(target)
         t0 = time.perf_counter()
         futs = runner.run([RunnerInput(path, dev, args) for path, args in items])
@@ -331,10 +397,10 @@ class RetryingRPCRunner(RPCRunner):
         self.retries = int(retries)
         self.retried = 0  #: runs re-submitted so far
 
-    def run(self, items, target):
+    def run(self, items, target, cutoff: float | None = None):
         from .tracker import check_key
 
-        out = list(super().run(items, target))
+        out = list(super().run(items, target, cutoff=cutoff))
         for _ in range(self.retries):
             redo = [i for i, r in enumerate(out) if r.error_kind == ErrorKind.RUN_ERROR and lost_device(r.error_msg)]
             if not redo:
@@ -347,7 +413,7 @@ class RetryingRPCRunner(RPCRunner):
                 break
             logger.info("re-running %d config(s) whose device went away", len(redo))
             self.retried += len(redo)
-            again = super().run([items[i] for i in redo], target)
+            again = super().run([items[i] for i in redo], target, cutoff=cutoff)
             for i, r in zip(redo, again):
                 out[i] = r
         return out

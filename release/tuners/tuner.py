@@ -214,6 +214,8 @@ class Tuner:
             cb.on_start(self, n_trial)
         if measurer is None:
             measurer = Measurer(self.task, opt)
+        if isinstance(measurer, Measurer):  # early termination starts from the resumed records' best
+            measurer.best_cost = min(measurer.best_cost, self.session.best_cost)
         self.measure_stats = measurer.stats
 
         def on_result(r: MeasureResult) -> None:
