@@ -47,10 +47,10 @@ ROWS = {
     "release+ cold": ("release+", "cold"),
 }
 #: rows reported when their logs exist, never run by this version: warm runs of the code before the first
-#: warm round was made half random (commit 7f865fe, ModelBasedTuner.warm_explore = 0 in effect)
+#: warm round was made half random and the transfer weighted by its ranking of own data (commit 7f865fe)
 REPORT_ONLY = {
-    "xgb warm, model-only first round": ("xgb", "warm-noexplore"),
-    "release+ warm, model-only first round": ("release+", "warm-noexplore"),
+    "xgb warm, before the fixes (model-only first round, fully trusted transfer)": ("xgb", "warm-noexplore"),
+    "release+ warm, before the fixes": ("release+", "warm-noexplore"),
 }
 
 
