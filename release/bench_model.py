@@ -13,6 +13,11 @@ encoder layer; :mod:`release.zoo`) with every tuner of the tier and the same tot
   ``<out>/logs/<model>.ms.s<seed>/``. ``tune_relax`` does not resume: a run killed part-way is
   started again from nothing (its partial database is moved aside).
 
+Layout: the ``model`` tier tunes the models with conv2d in NCHWc (channel blocks of the target's
+vector lanes, weights transformed at compile time; the space that beats PyTorch eager on a CPU, issue
+16), every tuner and MetaSchedule on the same converted model (``--layout``; ``model-smoke``: NCHW).
+Logs of a layout other than NCHW carry it in their names (``<model>.<tuner>.s<seed>.NCHWc.jsonl``).
+
 The curve: at ``checkpoints`` fractions of the budget (default every 25%), the model is compiled
 with the best record of each task among the run's first N trials (our log's first N records;
 MetaSchedule's first database records up to the batch that reached N trials) and timed on the
@@ -59,7 +64,7 @@ MODEL_TIERS = {
     "model": dict(models=["resnet18", "mobilenet_v2", "bert-base-layer"],
                   n_trial={"resnet18": 2000, "mobilenet_v2": 2000, "bert-base-layer": 1000},
                   tuners=["release+", "xgb", MS], seeds=[0], checkpoints=4, references=list(REFERENCES),
-                  ms_trials_per_iter=64),
+                  ms_trials_per_iter=64, layout="NCHWc"),
     # The harness end to end in about a minute: tiny-cnn (2 tasks), a few trials.
     "model-smoke": dict(models=["tiny-cnn"], n_trial={"tiny-cnn": 16}, tuners=["random", MS], seeds=[0],
                         checkpoints=2, references=["eager", "onnxruntime"], ms_trials_per_iter=None),
@@ -86,6 +91,10 @@ class ModelBenchConfig:
     min_repeat_ms: int = 50
     n_parallel: int | None = None
     scheduler: str = "gradient"
+    layout: str = "NCHW"
+    """conv2d layout inside the models (:func:`release.model.model_layout`): ``"NCHWc"`` is the space
+    that beats PyTorch on a CPU (issue 16); every tuner, MetaSchedule included, tunes and compiles the
+    same converted model. Logs of another layout are kept apart (the layout is in their names)."""
     ms_trials_per_iter: int | None = 64
     """MetaSchedule's candidates per iteration: 64 is ``tune_relax``'s default (the model tier);
     None lets :func:`release.model.tune_with_metaschedule` fit it to a small budget (the smoke tier)."""
@@ -140,6 +149,9 @@ class ModelBenchConfig:
         unknown = [r for r in cfg.references if r not in REFERENCES]
         if unknown:
             raise TunerError(f"unknown references {unknown}; choose from {', '.join(REFERENCES)}")
+        from . import model as M
+
+        M.model_layout(cfg.layout)  # a bad layout: its one-line error
         if not cfg.out:
             cfg.out = os.path.join("benchmarks", "results", tier)
         return cfg
@@ -172,8 +184,9 @@ def parse_trials(text: str):
 
 
 def log_path(cfg: ModelBenchConfig, model: str, tuner: str, seed: int) -> str:
-    """``<out>/logs/<model>.<tuner>.s<seed>.jsonl`` (our tuners) or the folder ``<model>.ms.s<seed>``."""
-    name = f"{model}.{tuner}.s{seed}"
+    """``<out>/logs/<model>.<tuner>.s<seed>[.<layout>].jsonl`` (our tuners) or the folder
+    ``<model>.ms.s<seed>[.<layout>]`` (the layout when not NCHW)."""
+    name = f"{model}.{tuner}.s{seed}" + ("" if cfg.layout == "NCHW" else f".{cfg.layout}")
     return os.path.join(cfg.logs, name if tuner == MS else name + ".jsonl")
 
 
@@ -261,7 +274,8 @@ def run(cfg: ModelBenchConfig, progress: bool = True) -> None:
                                                            repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms,
                                                            n_parallel=cfg.n_parallel, seed=seed, progress=progress,
                                                            trial_log=os.path.join(path, "trials.jsonl"),
-                                                           num_trials_per_iter=cfg.ms_trials_per_iter)
+                                                           num_trials_per_iter=cfg.ms_trials_per_iter,
+                                                           layout=cfg.layout)
                         with open(os.path.join(path, "done.json"), "w") as f:
                             json.dump({"n_trial": n, "wall_s": wall}, f)
                         continue
@@ -273,7 +287,7 @@ def run(cfg: ModelBenchConfig, progress: bool = True) -> None:
                                             min_repeat_ms=cfg.min_repeat_ms).make_option()
                     if tasks is None:
                         model = model or M.load_model(name)
-                        tasks = M.extract_tasks(model, target, progress=progress)
+                        tasks = M.extract_tasks(model, target, progress=progress, layout=cfg.layout)
                     M.tune_model(tasks, n, path, tuner=tuner, scheduler=cfg.scheduler, measure_option=opt,
                                  seed=seed, progress=progress, callbacks=[WallClock(path + ".wall.jsonl", have)])
     finally:
@@ -369,7 +383,8 @@ def checkpoints(cfg: ModelBenchConfig, retime: bool = False, progress: bool = Tr
     tasks = {} if tasks is None else tasks  # model name -> extracted tasks, shared with the caller
     try:
         for m, t, s, n in todo:
-            key, ck = f"{m}|{t}|{s}", f"{m}|{t}|{s}|{n}|{cfg.n_trial[m]}"
+            key = f"{m}|{t}|{s}"
+            ck = f"{key}|{n}|{cfg.n_trial[m]}" + ("" if cfg.layout == "NCHW" else f"|{cfg.layout}")
             path = log_path(cfg, m, t, s)
             if ck not in cache and os.path.exists(path):
                 if m not in models:
@@ -382,12 +397,12 @@ def checkpoints(cfg: ModelBenchConfig, retime: bool = False, progress: bool = Tr
                         db, trials, wall = _ms_database(path, n)
                 else:
                     if m not in tasks:
-                        tasks[m] = M.extract_tasks(models[m], target)
+                        tasks[m] = M.extract_tasks(models[m], target, layout=cfg.layout)
                     db, trials = _our_database(path, n, tasks[m])
                     wall = _wall_at(_read_jsonl(path + ".wall.jsonl"), trials)
                 if db is not None and trials > 0:
                     t0 = time.time()
-                    ex = M.compile_model(models[m], target, db)
+                    ex = M.compile_model(models[m], target, db, layout=cfg.layout)
                     point = {"trials": trials, "wall_s": wall, "compile_s": time.time() - t0,
                              **time_model(models[m], ex, threads)}
                     cache[ck] = point
@@ -453,7 +468,7 @@ def references(cfg: ModelBenchConfig, model_name: str, progress: bool = True) ->
             out["torch.compile"] = {"error": f"torch.compile failed: {error_line(err, first=True)}"}
     if "onnxruntime" in cfg.references:
         out["onnxruntime"] = _onnxruntime(cfg, model, xs, threads, timed)
-    out["untuned"] = time_model(model, M.compile_model(model, target), threads)
+    out["untuned"] = time_model(model, M.compile_model(model, target), threads)  # TVM's defaults, as imported
     return out
 
 
@@ -545,7 +560,7 @@ def report(cfg: ModelBenchConfig, command: str = "", retime: bool = False, progr
     per_model: dict = {}
     for m in cfg.models:
         if m not in extracted:
-            extracted[m] = M.extract_tasks(M.load_model(m), target)
+            extracted[m] = M.extract_tasks(M.load_model(m), target, layout=cfg.layout)
         tasks = extracted[m]
         refs = refs_of[m]
         runs = {f"{t}|{s}": points.get(f"{m}|{t}|{s}", []) for t in cfg.tuners for s in cfg.seeds}

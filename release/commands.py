@@ -139,8 +139,10 @@ def register(subparsers) -> None:
                    "tier's)")
     p.add_argument("--against", nargs="*", default=None,
                    help="further comparators, each with its own table (None: ms-evolutionary when it runs)")
-    p.add_argument("--layout", default=None, help="conv2d layout of the tasks: NCHW (the tiers' default), NCHWc or "
-                                                  "e.g. NCHW16c; give a separate --out for another layout")
+    p.add_argument("--layout", default=None, help="conv2d layout of the tasks: NCHW (the operator tiers' default), "
+                                                  "NCHWc or e.g. NCHW16c; give a separate --out for another layout. "
+                                                  "Model tiers: the layout inside the models (model: NCHWc, "
+                                                  "model-smoke: NCHW), for every tuner and MetaSchedule")
     p.add_argument("--prepack", action="store_true", default=None,
                    help="layout-free (pre-packed) weights; the committed tiers ran without")
     p.add_argument("--report-only", action="store_true", help="recompute metrics and plots from the logs")
@@ -477,8 +479,9 @@ def cmd_tune_model(args) -> int:
         timing_priority("normal")  # MetaSchedule's search runs here; its run workers take the priority asked for
         msdb, ms_wall = M.tune_with_metaschedule(model, target, args.n_trial, work, number=args.number,
                                                  repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
-                                                 n_parallel=args.n_parallel, seed=args.seed, progress=prog)
-        msex = M.compile_model(model, target, msdb, progress=prog)
+                                                 n_parallel=args.n_parallel, seed=args.seed, progress=prog,
+                                                 layout=args.layout)
+        msex = M.compile_model(model, target, msdb, progress=prog, layout=args.layout)
         timing_priority()
         msr = M.evaluate(model, msex, check=False, threads=threads)
         print(f"ms       {msr['fastest_ms']:.3f} ms on {msr['threads']} threads (fastest of repeats; MetaSchedule tune_relax, "
@@ -519,14 +522,15 @@ def cmd_bench_model(args) -> int:
     """``release bench --tier model | model-smoke``: whole models (:mod:`release.bench_model`)."""
     from . import bench_model
 
-    ignored = [f"--{k.replace('_', '-')}" for k in ("workloads", "logs", "baseline", "against", "layout", "prepack")
+    ignored = [f"--{k.replace('_', '-')}" for k in ("workloads", "logs", "baseline", "against", "prepack")
                if getattr(args, k) not in (None, False)] + (["--remeasure"] if args.remeasure else [])
     if ignored:
         raise TunerError(f"{' '.join(ignored)}: operator-tier options; the model tiers take --models, --tuners, "
-                         "--seeds, --n-trial, --checkpoints, --references, --target, --out, --retime")
+                         "--seeds, --n-trial, --checkpoints, --references, --target, --layout, --out, --retime")
     cfg = bench_model.ModelBenchConfig.from_tier(args.tier, models=args.models, tuners=args.tuners, seeds=args.seeds,
                                                  n_trial=args.n_trial, checkpoints=args.checkpoints,
-                                                 references=args.references, target=args.target, out=args.out)
+                                                 references=args.references, target=args.target, out=args.out,
+                                                 layout=args.layout)
     command = _bench_command()
     if not args.report_only:
         bench_model.run(cfg, progress=not args.no_progress)

@@ -786,7 +786,7 @@ def _flatten(out) -> list[np.ndarray]:
 def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, number: int = 4, repeat: int = 3,
                            min_repeat_ms: int = 50, n_parallel: int | None = None, seed: int = 0,
                            prepack: bool | None = None, progress: bool = False, trial_log: str | None = None,
-                           num_trials_per_iter: int | None = None):
+                           num_trials_per_iter: int | None = None, layout: str | None = None):
     """MetaSchedule's own ``tune_relax`` (evolutionary search, XGBoost model, gradient scheduler)
     with the same total budget, the fast build function and the same evaluator settings, on the
     target's threads, with weights pre-packed as TVM recommends for a CPU (``prepack``, default
@@ -805,6 +805,9 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
     num_trials_per_iter : int, optional
         Candidates per MetaSchedule iteration. Default None: ``n_trial / (4 x tasks)`` clipped to
         [8, 64], so a small budget still reaches every task; give 64 for ``tune_relax``'s own default.
+    layout : str, optional
+        conv2d layout (:func:`extract_tasks`): MetaSchedule tunes the same converted model as our
+        tuners; compile its database with the same ``layout``. Default None: as imported (NCHW).
 
     The callbacks are MetaSchedule's defaults (``MeasureCallback.create("default")``) followed by
     the bookkeeping one above, and the database is the ``JSONDatabase`` in ``work_dir`` that
@@ -825,7 +828,7 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
     target = resolve_target(target)
     ensure_tensor_intrinsics(target)
     prepack = default_prepack(model, target) if prepack is None else bool(prepack)
-    mod = prepare(model.mod, model.params, target, prepack=prepack)  # TVM's CPU recipe: cpu_weight_prepack
+    mod = prepare(model.mod, model.params, target, prepack=prepack, layout=layout)  # TVM's CPU recipe: cpu_weight_prepack
     for name in ("tvm.s_tir.meta_schedule", "tvm.meta_schedule"):
         logging.getLogger(name).setLevel(logging.WARNING)  # its per-iteration XGBoost DEBUG lines
     from .strategy import fast_builder

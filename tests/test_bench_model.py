@@ -47,6 +47,37 @@ def test_budget_flags_per_model_and_bad_values():
         BM.ModelBenchConfig.from_tier("model", tuners=["nope"])
 
 
+def test_the_model_tier_tunes_nchwc_and_keeps_its_logs_apart():
+    """The model tier compares tuners on the space that beats PyTorch (NCHWc, issue 16); logs of another
+    layout never resume an NCHW run's."""
+    cfg = BM.ModelBenchConfig.from_tier("model")
+    assert cfg.layout == "NCHWc" and BM.ModelBenchConfig.from_tier("model-smoke").layout == "NCHW"
+    assert BM.log_path(cfg, "resnet18", "xgb", 0).endswith("resnet18.xgb.s0.NCHWc.jsonl")
+    assert BM.log_path(cfg, "resnet18", BM.MS, 0).endswith("resnet18.ms.s0.NCHWc")
+    nchw = BM.ModelBenchConfig.from_tier("model", layout="NCHW")
+    assert BM.log_path(nchw, "resnet18", "xgb", 0).endswith("resnet18.xgb.s0.jsonl")
+    from release.errors import ModelError
+
+    with pytest.raises((TunerError, ModelError), match="NHCW"):
+        BM.ModelBenchConfig.from_tier("model", layout="NHCW")
+
+
+@pytest.mark.slow
+def test_model_smoke_tier_nchwc_with_metaschedule_on_the_same_converted_model(tmp_path):
+    """`--layout NCHWc`: our tuner and MetaSchedule tune the blocked model, both compile and match the
+    reference (MetaSchedule's database holds the blocked conv2d workloads)."""
+    res = smoke(tmp_path / "nchwc", "--layout", "NCHWc")
+    m = res["models"]["tiny-cnn"]
+    assert res["config"]["layout"] == "NCHWc"
+    for run in ("random|0", "ms|0"):
+        assert m["runs"][run] and all(p["max_abs_err"] < 1e-3 for p in m["runs"][run]), run
+    from release.measure import load_records
+
+    names = {r.name for r in load_records(str(tmp_path / "nchwc" / "logs" / "tiny-cnn.random.s0.NCHWc.jsonl"))}
+    assert any("conv2d_NCHWc" in n for n in names), names  # the blocked tasks were tuned
+    assert os.path.isdir(tmp_path / "nchwc" / "logs" / "tiny-cnn.ms.s0.NCHWc")
+
+
 def test_wall_clock_sidecar_continues_across_a_resume(tmp_path):
     path = str(tmp_path / "x.jsonl.wall.jsonl")
     w = BM.WallClock(path, trials=0)
