@@ -164,3 +164,21 @@ def test_budget_robustness_never_worse_than_given_and_greedy(small_nets):
                 r = brkga(m, b, seed=7, initial=init, **kw)
                 assert r.evaluations == m.evaluations <= b
                 assert r.best_objective <= min(given, greedy)
+
+
+def test_fusion_is_a_fixed_point_so_graph_nodes_are_the_kernels_tvm_plans():
+    """Bug found on test network 200006: a second FuseOps run (tvm.compile runs the passes again on the module
+    it is given) merged a max_pool2d kernel into its add, so the once-fused graph had one node more than the
+    kernels TVM plans and TVMPlanModel refused it. fuse_like_tvm now iterates to a fixed point."""
+    import tvm
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+    from release.graph.synthetic_relax import make_relax_graph
+
+    rg = make_relax_graph(200006, orders=4)  # raised GraphError (75 kernels, 76 nodes) before the fix
+    t = tvm.target.Target({"kind": "llvm"})
+    with t:
+        again = tvm.transform.Sequential(cpu.library_dispatch_passes(t) + cpu.legalize_passes(t))(rg.mod)
+    count = lambda m: sum(len(b.bindings) for b in m["main"].body.blocks)  # noqa: E731
+    assert count(again) == count(rg.mod)
+    assert rg.graph.n == rg.plan.n == 75
