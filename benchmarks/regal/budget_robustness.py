@@ -111,7 +111,7 @@ def run_one(args):
     opt = None
     if tvm:
         budgets = [b for b in budgets if b < 20_000 or g.n <= opts.get("max_nodes_20000", 500)]
-    if objective == "peak-memory" and not tvm:  # the exact yardstick: frontier DP (CP-SAT when the DP gives up)
+    if objective == "peak-memory" and not tvm and not opts.get("shares"):  # the exact yardstick: frontier DP (CP-SAT when the DP gives up)
         from release.graph.exact import exact_peak_memory, exact_peak_memory_cpsat
 
         ex = exact_peak_memory(g, time_limit=60)
@@ -127,9 +127,11 @@ def run_one(args):
             return r.best_objective
 
         share = policy_fraction_schedule(b, table=table)
-        row = {"graph": gi if not tvm else (gi[1] if gi[0] == "model" else ":".join(map(str, gi))), "nodes": g.n, "seed": seed, "budget": b,
-               "brkga": run(),
-               "tuned": run(config=BRKGAConfig(**TUNED[objective]))}
+        gname = gi if not tvm else (gi[1] if gi[0] == "model" else ":".join(map(str, gi)))
+        row = {"graph": gname, "nodes": g.n, "seed": seed, "budget": b,
+               "brkga": run()}
+        if not opts.get("shares"):  # development runs (choosing shares) skip tuned BRKGA
+            row["tuned"] = run(config=BRKGAConfig(**TUNED[objective]))
         row["regal"] = row["brkga"] if share == 0 else run(policy_fraction=share, **params)
         row["regal-full"] = row["regal"] if share == 1.0 else run(**params)
         for f in opts.get("shares", ()):
@@ -181,7 +183,7 @@ def summarize(rows, methods):  # noqa: C901
             line["proven"] = len(proven)
         line["brkga_vs_greedy"] = float(np.mean([r["brkga"] / r["greedy"] for r in sub]))
         line["never_worse_than_seeds"] = all(r[m] <= min(r["given"], r["greedy"]) + 1e-9
-                                             for r in sub for m in ("brkga", "tuned") + methods)
+                                             for r in sub for m in ("brkga",) + methods)
         table.append(line)
     return table
 
@@ -230,7 +232,7 @@ def main():
         for r in ex.map(run_one, jobs):
             rows.extend(r)
             print(f"graph {r[0]['graph']} seed {r[0]['seed']} done ({time.time() - t0:.0f} s)", flush=True)
-    methods = ("tuned", "regal", "regal-full") + tuple(f"share-{f:g}" for f in shares)
+    methods = ("regal", "regal-full") + (() if shares else ("tuned",)) + tuple(f"share-{f:g}" for f in shares)
     groups = {"all": rows}
     if args.objective == "peak-memory-tvm":
         groups = {"all": rows, "synthetic": [r for r in rows if str(r["graph"]).startswith("relax")],
@@ -254,9 +256,12 @@ def main():
                 "peak-memory" if args.objective != "runtime" else "runtime",
                 "tvm" if args.objective == "peak-memory-tvm" else "ideal"))
             d = load_checkpoint_file(ck)
-            d.setdefault("meta", {})["policy_fraction"] = chosen
-            d["meta"]["policy_fraction_source"] = ("chosen on the development graphs by `.venv/bin/python "
-                                                   "benchmarks/regal/budget_robustness.py " + " ".join(sys.argv[1:]) + "`")
+            merged = {int(b): float(f) for b, f in d.setdefault("meta", {}).get("policy_fraction") or []}
+            merged.update({int(b): float(f) for b, f in chosen})  # runs at other budgets keep their entries
+            d["meta"]["policy_fraction"] = [[b, merged[b]] for b in sorted(merged)]
+            d["meta"]["policy_fraction_source"] = (d["meta"].get("policy_fraction_source", "") +
+                                                   " chosen on the development graphs by `.venv/bin/python "
+                                                   "benchmarks/regal/budget_robustness.py " + " ".join(sys.argv[1:]) + "`;").strip()
             torch.save(d, str(ck))
             print(f"wrote policy_fraction to {ck}")
     name = f"budget-{args.objective}{args.tag}"
@@ -283,13 +288,14 @@ def main():
     for gname, tab in tables.items():
         if len(tables) > 1:
             md += [f"## {gname} graphs ({tab[0]['graphs']} graphs)" if tab else f"## {gname}", ""]
-        head = ["budget", "policy share", "REGAL", "better/worse", "REGAL (full policy)", "better/worse", "tuned BRKGA",
-                "better/worse"] + sum(([f"share {f:g}", "b/w"] for f in shares), []) + [
+        shown = [m for m in ("regal", "regal-full", "tuned") + tuple(f"share-{f:g}" for f in shares) if m in methods]
+        label = {"regal": "REGAL", "regal-full": "REGAL (full policy)", "tuned": "tuned BRKGA"}
+        head = ["budget", "policy share"] + sum(([label.get(m, m.replace("-", " ")), "better/worse"] for m in shown), []) + [
                 "BRKGA / given", "REGAL / given", "pairs", "never worse than given & greedy"]
-        md += ["| " + " | ".join(head) + " |", "|" + "---:|" * 2 + "---|---:|" * (3 + len(shares)) + "---:|---:|---:|---|"]
+        md += ["| " + " | ".join(head) + " |", "|" + "---:|" * 2 + "---|---:|" * len(shown) + "---:|---:|---:|---|"]
         for line in tab:
             cells = []
-            for m in ("regal", "regal-full", "tuned") + tuple(f"share-{f:g}" for f in shares):
+            for m in shown:
                 c = line[m]
                 cells += [f"{c['mean']:.4f} [{c['lo']:.4f}, {c['hi']:.4f}]", f"{c['better']}/{c['worse']}"]
             md.append(f"| {line['budget']} | {line['policy_share']:.2f} | " + " | ".join(cells)
@@ -328,6 +334,8 @@ def main():
 
         fig, ax = plt.subplots(figsize=(6, 4))
         for m, c in (("regal", "C0"), ("regal-full", "C1"), ("tuned", "C2")):
+            if m not in table[0]:
+                continue
             y = [l[m]["mean"] for l in table]
             lo = [l[m]["lo"] for l in table]
             hi = [l[m]["hi"] for l in table]
