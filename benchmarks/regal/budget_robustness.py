@@ -24,7 +24,8 @@ real models named by ``--models`` (``model:NAME`` specs, imported fused). Budget
 more than ``--max-nodes-20000`` kernels. Imported graphs and plan models are cached in ``--cache``.
 
 ``--choose-shares 0.25,0.5,1`` (development runs only): runs REGAL at each share as well, and picks per budget
-the share with the lowest mean ratio to plain BRKGA (0, i.e. plain BRKGA, unless a share is below 1); with
+the share with the lowest mean ratio to plain BRKGA (0, i.e. plain BRKGA, unless a share is below 1; with
+``--rule significant`` only among shares whose 95% interval lies below 1, so noise is not chased); with
 ``--write-checkpoint`` the chosen table is stored in the checkpoint as ``policy_fraction``
 (:func:`release.graph.brkga.policy_fraction_schedule` ``table=``, used by the CLI).
 
@@ -202,6 +203,9 @@ def main():
                     help="ignore the checkpoint's policy_fraction table (use the default schedule)")
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="comma-separated budgets")
     ap.add_argument("--choose-shares", default="", help="development runs: shares to compare, e.g. 0.25,0.5,1")
+    ap.add_argument("--rule", choices=("mean", "significant"), default="mean",
+                    help="with --choose-shares: pick the share with the lowest mean ratio (mean), or only a share "
+                         "whose 95%% interval lies below 1 (significant; else 0)")
     ap.add_argument("--write-checkpoint", action="store_true",
                     help="with --choose-shares: store the chosen per-budget shares in the checkpoint")
     ap.add_argument("--graphs", type=int, default=16)
@@ -244,7 +248,8 @@ def main():
     if shares:  # per budget, the share with the lowest mean ratio to plain BRKGA (0 unless one is below 1)
         chosen = []
         for line in table:
-            cand = [(1.0, 0.0)] + [(line[f"share-{f:g}"]["mean"], f) for f in shares]
+            cand = [(1.0, 0.0)] + [(line[f"share-{f:g}"]["mean"], f) for f in shares
+                                   if args.rule == "mean" or line[f"share-{f:g}"]["hi"] < 1.0]
             chosen.append([line["budget"], min(cand)[1]])
         print("chosen shares:", chosen)
         if args.write_checkpoint:
@@ -303,7 +308,9 @@ def main():
                       f"{'yes' if line['never_worse_than_seeds'] else 'NO'} |")
         md.append("")
     if chosen:
-        md += [f"Chosen policy share per budget (lowest mean ratio; 0 = plain BRKGA): {chosen}", ""]
+        md += [f"Chosen policy share per budget (rule {args.rule}: lowest mean ratio"
+               f"{' among shares whose interval lies below 1' if args.rule == 'significant' else ''}; 0 = plain BRKGA): "
+               f"{chosen}", ""]
     if tvm and any(str(r["graph"]).startswith("model") for r in rows):
         md += ["Per real graph (mean over seeds): TVM-planned bytes of the given order, plain BRKGA and REGAL:", "",
                "| graph | kernels | budget | given | BRKGA | REGAL | REGAL / BRKGA |", "|---|---:|---:|---:|---:|---:|---:|"]
