@@ -119,10 +119,15 @@ class MutantSampler:
         return u
 
 
-def policy_fraction_schedule(budget: int, reference_budget: int = 1000, cutoff: float = 4.0) -> float:
+def policy_fraction_schedule(budget: int, reference_budget: int = 1000, cutoff: float = 4.0,
+                             table=None) -> float:
     """Share of the population REGAL's policy biases at ``budget`` evaluations (ours, issue 18): 1 up to the budget
     the policy was trained at, then ``reference_budget / budget``, and 0 (plain BRKGA, exactly) from
     ``cutoff * reference_budget`` on.
+
+    With ``table`` (a checkpoint's ``policy_fraction``: ``[[budget, share], ...]`` chosen on a development split,
+    see ``benchmarks/regal/budget_robustness.py --choose-shares``) the share is that of the largest tabulated
+    budget <= ``budget`` (the smallest tabulated budget's share below it), and the default rule is not used.
 
     Why: on held-out graphs the shipped policies gained nothing measurable at 5,000-20,000 evaluations (ratios
     within BRKGA's own seed-to-seed noise, at times worse), so beyond four times its training budget REGAL
@@ -133,6 +138,13 @@ def policy_fraction_schedule(budget: int, reference_budget: int = 1000, cutoff: 
     float in [0, 1]
     """
     b = max(int(budget), 1)
+    if table:
+        rows = sorted((int(k), float(v)) for k, v in table)
+        share = rows[0][1]
+        for k, v in rows:
+            if k <= b:
+                share = v
+        return float(min(1.0, max(0.0, share)))
     if b >= cutoff * reference_budget:
         return 0.0
     return float(min(1.0, reference_budget / b))

@@ -139,8 +139,8 @@ def _prepare_methods(methods, args, graph, devices, mkw):
     if "regal" in methods:
         from .policy import load_policy, policy_action, shipped_checkpoint
 
-        ck = args.checkpoint or shipped_checkpoint(args.objective)
-        policy, _meta = load_policy(ck)
+        ck = args.checkpoint or shipped_checkpoint(args.objective, getattr(args, "memory", "ideal"))
+        policy, meta = load_policy(ck)
         if devices > 1 and policy.cfg.devices != devices:
             use = "--devices 1" if policy.cfg.devices == 1 else f"--devices {policy.cfg.devices} or 1"
             raise GraphError(f"--method regal: policy {str(ck)!r} was trained for {policy.cfg.devices} device(s), "
@@ -148,6 +148,7 @@ def _prepare_methods(methods, args, graph, devices, mkw):
         t0 = time.perf_counter()
         params = policy_action(policy, graph).brkga_params(policy.cfg, devices)
         prep["regal"] = (params, time.perf_counter() - t0, str(ck))
+        prep["policy_fraction"] = meta.get("policy_fraction") if isinstance(meta, dict) else None
     if mkw["memory_limit"] is not None:
         import numpy as np
 
@@ -233,7 +234,7 @@ def _optimize(args) -> int:
             params, t_inf, ck = prep["regal"]
             logger.info("regal policy %s: inference %.3f s", ck, t_inf)
             t0 = time.perf_counter()  # search time only; loading and inference are reported separately
-            r = brkga(model, budget, seed=args.seed, initial=seeds, policy_fraction=policy_fraction_schedule(budget),
+            r = brkga(model, budget, seed=args.seed, initial=seeds, policy_fraction=policy_fraction_schedule(budget, table=prep["policy_fraction"]),
                       **params)
             chrom, obj, vio, evals, status = (r.best_chromosome, r.best_objective, r.best_violation,
                                               r.evaluations, f"policy inference {1e3 * t_inf:.0f} ms")
@@ -386,11 +387,16 @@ def _apply(args) -> int:
 
     budget = _positive_int("--budget")(args.budget)
     methods = _methods(args.method)
-    bad = [m for m in methods if m not in SEARCH_METHODS + ("greedy", "given")]
+    bad = [m for m in methods if m not in SEARCH_METHODS + ("regal", "greedy", "given")]
     if bad:
-        raise GraphError(f"--method {bad[0]} cannot search TVM's plan; use {', '.join(SEARCH_METHODS)}, greedy or given")
+        raise GraphError(f"--method {bad[0]} cannot search TVM's plan; use {', '.join(SEARCH_METHODS)}, regal, "
+                         "greedy or given")
     graph, mod = load_model_graph(args.graph, True)
     plan = TVMPlanModel(mod, graph)
+    prep = {}
+    if "regal" in methods and not args.order:  # the policy trained on TVM's plan (or --checkpoint)
+        args.objective, args.memory = "peak-memory", "tvm"
+        prep = _prepare_methods(["regal"], args, graph, 1, {"memory_limit": None})
     print(f"graph {graph.summary()}")
     if args.order:
         order, how = _read_order(args.order, graph.n), f"order from {args.order}"
@@ -401,7 +407,14 @@ def _apply(args) -> int:
         for name in methods:
             m = PerformanceModel(graph, 1, "peak-memory", memory_plan=plan)
             kw = {"initial": seeds} if name in SEARCH_METHODS else {}
-            r = run_method(name, m, budget, args.seed, **kw)
+            if name == "regal":
+                from .brkga import brkga, policy_fraction_schedule
+
+                r = brkga(m, budget, seed=args.seed, initial=seeds,
+                          policy_fraction=policy_fraction_schedule(budget, table=prep["policy_fraction"]),
+                          **prep["regal"][0])
+            else:
+                r = run_method(name, m, budget, args.seed, **kw)
             print(f"{name:12s} {r.best_objective:14.0f} bytes (model of TVM's plan)  {r.evaluations} evals")
             if best is None or r.best_objective < best[1]:
                 best = (name, r.best_objective, r.best_chromosome)
@@ -473,7 +486,7 @@ def register(subparsers) -> None:
     o.add_argument("--exact-states", type=int, default=2_000_000, help="frontier-DP state cap (default 2e6)")
     o.add_argument("--tune-graphs", type=int, default=4, help="synthetic training graphs for tuned-brkga")
     o.add_argument("--checkpoint", default=None,
-                   help="policy checkpoint for --method regal (default: the one shipped for --objective)")
+                   help="policy checkpoint for --method regal (default: the one shipped for --objective and --memory)")
     o.add_argument("--out", default=None, help="write every method's solution as JSON here")
     o.set_defaults(func=_optimize)
 
@@ -508,7 +521,10 @@ def register(subparsers) -> None:
     a.add_argument("--graph", required=True, help="model:NAME[@BATCH] (imported fused, as tvm.compile runs it)")
     a.add_argument("--order", default=None, help="apply this order (JSON from `optimize --out`, or a list); "
                    "default: search TVM's plan with --method")
-    a.add_argument("--method", default="brkga,local", help="search methods when no --order (default brkga,local)")
+    a.add_argument("--method", default="brkga,local", help="search methods when no --order (default brkga,local; "
+                   "regal uses the policy trained on TVM's plan, or --checkpoint)")
+    a.add_argument("--checkpoint", default=None, help="REGAL policy for --method regal (default: the shipped "
+                   "regal-peak-memory-tvm.pt)")
     a.add_argument("--budget", default="5000", help="evaluations per method (default 5000)")
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--no-measure", action="store_true", help="skip measuring the compiled VM's peak memory")

@@ -355,10 +355,20 @@ def load_policy(path):
     return pol, d.get("meta", {})
 
 
-def shipped_checkpoint(objective: str):
-    """Path of the checkpoint shipped with the package for ``objective`` ("runtime" or "peak-memory")."""
+def shipped_checkpoint(objective: str, memory: str = "ideal"):
+    """Path of the checkpoint shipped with the package for ``objective`` ("runtime" or "peak-memory").
+
+    ``memory="tvm"`` (peak memory only) gives the policy trained on the bytes TVM's ``StaticPlanBlockMemory``
+    plans (``regal-peak-memory-tvm.pt``, trained on :mod:`release.graph.synthetic_relax` networks); "ideal" the one
+    trained on ideal liveness.
+    """
     from pathlib import Path
 
     if objective not in ("runtime", "peak-memory"):
         raise GraphError(f"unknown objective {objective!r}; choose runtime or peak-memory")
-    return Path(__file__).resolve().parent / "checkpoints" / f"regal-{objective}.pt"
+    if memory not in ("ideal", "tvm"):
+        raise GraphError(f"unknown memory objective {memory!r}; choose ideal or tvm")
+    if memory == "tvm" and objective != "peak-memory":
+        raise GraphError("--memory tvm applies to --objective peak-memory; add --objective peak-memory")
+    suffix = "-tvm" if memory == "tvm" else ""
+    return Path(__file__).resolve().parent / "checkpoints" / f"regal-{objective}{suffix}.pt"

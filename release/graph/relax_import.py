@@ -301,13 +301,31 @@ def fuse_like_tvm(mod, target=None):
     """Apply the graph-level passes ``tvm.compile`` runs on a CPU target before lowering (TVM 0.27's
     ``relax.backend.cpu_generic.pipeline``: library dispatch, then LegalizeOps, AnnotateTIROpPattern,
     FoldConstant, FuseOps, FuseTIR). Each fused ``call_tir`` then becomes one node: what the VM actually runs
-    (intermediates inside a fused kernel are not materialized)."""
+    (intermediates inside a fused kernel are not materialized).
+
+    The passes are applied until the number of bindings of ``main`` stops falling (at most 4 rounds): FuseOps is
+    not idempotent (a second run can merge, e.g., a ``max_pool2d`` kernel into the ``add`` that reads it), and
+    ``tvm.compile`` runs these passes once more on the module it is given, so only a fixed point has as nodes
+    exactly the kernels the compiled VM runs (and the kernels :class:`~release.graph.tvm_plan.TVMPlanModel`
+    plans)."""
     import tvm
     from tvm.relax.backend.cpu_generic import pipeline as cpu
 
     t = target or tvm.target.Target({"kind": "llvm"})
+
+    def bindings(m) -> int:
+        fn = m["main"] if "main" in [gv.name_hint for gv in m.get_global_vars()] else None
+        return -1 if fn is None else sum(len(b.bindings) for b in fn.body.blocks)
+
     with t:
-        return tvm.transform.Sequential(cpu.library_dispatch_passes(t) + cpu.legalize_passes(t))(mod)
+        seq = tvm.transform.Sequential(cpu.library_dispatch_passes(t) + cpu.legalize_passes(t))
+        out = seq(mod)
+        for _ in range(3):
+            nxt = seq(out)
+            if bindings(nxt) >= bindings(out):
+                break
+            out = nxt
+        return out
 
 
 def export_torch(model, example_inputs: tuple, name: str = "torch"):

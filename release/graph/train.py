@@ -78,6 +78,9 @@ class TrainConfig:
     """Cross-device transfer latency of the performance model, us."""
     bandwidth: float = 1e4
     """Cross-device bandwidth, bytes per us."""
+    memory: str = "ideal"
+    """Peak-memory objective: "ideal" (per-tensor liveness) or "tvm" (the bytes TVM's StaticPlanBlockMemory
+    plans; :func:`train` then needs one :class:`~release.graph.tvm_plan.TVMPlanModel` per graph)."""
 
     def validate(self) -> None:
         """Raise :class:`GraphError` naming a bad field."""
@@ -96,6 +99,11 @@ class TrainConfig:
             except TypeError:
                 raise GraphError(f"unknown BRKGA config field in {self.brkga}; use population, elite_fraction, "
                                  "mutant_fraction, rho") from None
+        if self.memory not in ("ideal", "tvm"):
+            raise GraphError(f"unknown memory objective {self.memory!r}; choose ideal or tvm")
+        if self.memory == "tvm" and (self.objective != "peak-memory" or self.devices != 1):
+            raise GraphError("memory 'tvm' (TVM's plan) is a one-device peak-memory objective; use objective "
+                             "peak-memory and devices 1")
         if self.lr <= 0 or self.entropy < 0:
             raise GraphError(f"lr must be > 0 and entropy >= 0, got {self.lr}, {self.entropy}")
 
@@ -123,7 +131,9 @@ class BRKGAJob:
     ----------
     graph_dicts : list of dict
     model_kw : dict
-        ``devices``, ``objective`` and further :class:`PerformanceModel` arguments.
+        ``devices``, ``objective`` and further :class:`PerformanceModel` arguments; ``memory_plans`` (a list with
+        one :class:`~release.graph.tvm_plan.TVMPlanModel` per graph, pure Python and picklable) makes graph
+        ``gi``'s model use ``memory_plan=memory_plans[gi]``.
     """
 
     def __init__(self, graph_dicts, model_kw) -> None:
@@ -144,6 +154,9 @@ class BRKGAJob:
         if gi not in self._models:
             kw = dict(self.model_kw)
             devices, objective = kw.pop("devices"), kw.pop("objective")
+            plans = kw.pop("memory_plans", None)
+            if plans is not None:
+                kw["memory_plan"] = plans[gi]
             self._models[gi] = PerformanceModel(ComputationGraph.from_dict(self.graph_dicts[gi]), devices, objective,
                                                 **kw)
         return self._models[gi]
@@ -172,7 +185,8 @@ class BRKGARunner:
     workers : int
         Processes (<= 1: inline, in this process).
     **model_kw
-        Further :class:`PerformanceModel` arguments (latency_us, bandwidth, memory_limit).
+        Further :class:`PerformanceModel` arguments (latency_us, bandwidth, memory_limit), or ``memory_plans``
+        (one TVMPlanModel per graph).
     """
 
     def __init__(self, graphs, objective: str, devices: int, workers: int = 1, **model_kw) -> None:
@@ -225,6 +239,7 @@ def train(
     resume: bool = True,
     progress=None,
     meta: dict | None = None,
+    memory_plans: list | None = None,
 ):
     """Train a policy on ``graphs`` with REINFORCE; returns ``(policy, state)``.
 
@@ -240,6 +255,9 @@ def train(
         Called as ``progress(step, steps, record)`` after each step (``record``: mean reward, entropy, seconds).
     meta : dict, optional
         Stored in the checkpoint (e.g. the command that trained it).
+    memory_plans : list of TVMPlanModel, optional
+        With ``config.memory == "tvm"``: one per graph (same order); peak memory is then TVM's planned bytes
+        (:mod:`release.graph.tvm_plan`), e.g. from :func:`release.graph.synthetic_relax.make_relax_graphs`.
 
     Returns
     -------
@@ -251,7 +269,7 @@ def train(
     Raises
     ------
     GraphError
-        For no graphs or a bad config.
+        For no graphs, a bad config, or memory plans missing, extra or of the wrong length.
     """
     import torch
 
@@ -261,6 +279,11 @@ def train(
     cfg.validate()
     if not graphs:
         raise GraphError("training needs at least one graph; pass --graphs N or a list of graphs")
+    if (cfg.memory == "tvm") != (memory_plans is not None):
+        raise GraphError("memory 'tvm' needs one TVMPlanModel per graph (memory_plans=), and memory plans need "
+                         "memory 'tvm'")
+    if memory_plans is not None and len(memory_plans) != len(graphs):
+        raise GraphError(f"{len(memory_plans)} memory plans for {len(graphs)} graphs; give one per graph")
     torch.manual_seed(cfg.seed)
     pcfg = PolicyConfig(devices=cfg.devices, hidden=cfg.hidden, layers=cfg.layers)
     policy = RegalPolicy(pcfg)
@@ -282,8 +305,9 @@ def train(
                            st.get("seconds", 0.0))
         logger.info("resumed from %s at step %d", ck, state.step)
     tensors = [graph_tensors(g) for g in graphs]
+    extra_kw = {"memory_plans": list(memory_plans)} if memory_plans is not None else {}
     runner = BRKGARunner(graphs, cfg.objective, cfg.devices, cfg.workers, latency_us=cfg.latency_us,
-                         bandwidth=cfg.bandwidth)
+                         bandwidth=cfg.bandwidth, **extra_kw)
 
     def save():
         if ck is None:
