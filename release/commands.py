@@ -218,11 +218,11 @@ def cmd_tune(args) -> int:
                                  ("loss_type", args.loss_type), ("warm_start", args.warm_start)) if v is not None}
     from .tuners.model_based import ModelBasedTuner
 
-    kdir = _knowledge_for(args)
+    kdir, warm = _knowledge_for(args)
     from .tuners import MODEL_BASED
 
     model_based = args.tuner in MODEL_BASED
-    if model_based and kdir is not None:
+    if model_based and warm:
         from .knowledge import KnowledgeBase
 
         kwargs["knowledge"] = KnowledgeBase(kdir, read_once=True)  # read once, by the tuner's cost model; its stored programs too
@@ -239,9 +239,11 @@ def cmd_tune(args) -> int:
     print(f"tuner    {args.tuner}, {args.n_trial} trials, seed {args.seed}, log {log}"
           + (f" (resuming {len(previous)} records)" if previous else ""))
     if kdir is not None:
-        n_rec, n_wl = tuner.cost_model.knowledge_used if model_based else (None, None)
+        n_rec, n_wl = tuner.cost_model.knowledge_used if model_based and warm else (None, None)
         if not model_based:
             what = f"not used by {args.tuner}"
+        elif not warm:
+            what = "not read (a cold start, AutoTVM's; --knowledge to start warm from it)"
         elif not n_rec:
             what = "no records of this target yet (cold start)"
         elif tuner.cost_model.warm:
@@ -299,8 +301,9 @@ def cmd_tune(args) -> int:
 
 
 def _knowledge_for(args):
-    """The knowledge base folder of ``--knowledge`` / ``--no-knowledge`` (``tune`` and ``tune-model``);
-    None when disabled (``--no-knowledge`` or ``RELEASE_KNOWLEDGE=off``).
+    """``(folder, warm)`` of ``--knowledge [DIR]`` / ``--no-knowledge`` (``tune`` and ``tune-model``):
+    the knowledge base this run adds its records to (None when disabled: ``--no-knowledge`` or
+    ``RELEASE_KNOWLEDGE=off``), and whether model-based tuners start warm from it (``--knowledge``).
 
     Raises
     ------
@@ -314,11 +317,15 @@ def _knowledge_for(args):
     if args.no_knowledge:
         if args.knowledge is not None:
             raise TunerError(f"--knowledge {args.knowledge} and --no-knowledge contradict each other; give one")
-        return None
-    kdir = knowledge_dir(args.knowledge)
-    if kdir is not None:
-        KnowledgeBase(kdir)  # a file given as the folder: its one-line error now, before any work
-    return kdir
+        return None, False
+    kdir = knowledge_dir(args.knowledge or None)
+    if kdir is None:
+        if args.knowledge is not None:
+            raise TunerError(f"--knowledge was given but knowledge is disabled (RELEASE_KNOWLEDGE="
+                             f"{os.environ.get('RELEASE_KNOWLEDGE')}); pass a folder, --knowledge DIR")
+        return None, False
+    KnowledgeBase(kdir)  # a file given as the folder: its one-line error now, before any work
+    return kdir, args.knowledge is not None
 
 
 def _print_usage(args, task, log) -> None:
@@ -356,13 +363,15 @@ def _check_best(task, log) -> int:
 
 
 def _add_knowledge_args(p) -> None:
-    """``--knowledge DIR`` / ``--no-knowledge``, shared by ``tune`` and ``tune-model``."""
-    p.add_argument("--knowledge", default=None, metavar="DIR",
-                   help="knowledge base to start model-based tuners warm from and to add this run's records (and "
-                        "programs) to (None: $RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge; read only "
-                        "when it holds records of this target)")
+    """``--knowledge [DIR]`` / ``--no-knowledge``, shared by ``tune`` and ``tune-model``."""
+    p.add_argument("--knowledge", nargs="?", const="", default=None, metavar="DIR",
+                   help="start model-based tuners warm from this knowledge base's records of this target (no DIR: "
+                        "$RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge). Without it the run starts cold "
+                        "(measured on held-out layers: the warm start leads at first, then stays on the "
+                        "knowledge's region and ends below the cold run; benchmarks/results/knowledge/) and only "
+                        "adds its records and programs to the default base")
     p.add_argument("--no-knowledge", action="store_true",
-                   help="neither read nor write a knowledge base (a cold start, AutoTVM's)")
+                   help="neither read nor write a knowledge base")
 
 
 def cmd_tune_model(args) -> int:
@@ -380,7 +389,7 @@ def cmd_tune_model(args) -> int:
     if bad:
         raise TunerError(f"unknown --compare entries {bad}; use untuned, torch, ms")
     M.model_layout(args.layout)  # a bad --layout fails before the model is imported
-    kdir = _knowledge_for(args)  # so do contradicting knowledge flags
+    kdir, warm = _knowledge_for(args)  # so do contradicting knowledge flags
     from .tuners import MODEL_BASED
 
     if args.log:
@@ -413,13 +422,17 @@ def cmd_tune_model(args) -> int:
               f"{len(left)} tasks ({100 * sum(t.flop * t.weight for t in left) / total:.0f}% of the FLOPs) get no "
               f"trial and keep TVM's default schedule; --n-trial {chunk * len(tasks)} covers every task once")
     kwargs = {"plan_size": args.plan_size} if args.plan_size is not None else {}
+    warm = warm and args.tuner in MODEL_BASED
     if kdir is not None:
-        print(f"knowledge {kdir}: " + (f"model-based tuners start warm from its records of this target; "
-                                       if args.tuner in MODEL_BASED else f"not used by {args.tuner}; ")
+        print(f"knowledge {kdir}: " + ("model-based tuners start warm from its records of this target; " if warm
+                                       else f"not used by {args.tuner}; " if args.tuner not in MODEL_BASED
+                                       else "not read (a cold start; --knowledge to start warm from it); ")
               + ("this run's records are added to it" if not args.ray else
-                 "read by each Ray worker, this run's records are not added (--ray)"))
+                 ("read by each Ray worker, " if warm else "") + "this run's records are not added (--ray)"))
+    from .knowledge.use import log_to_knowledge
+
     if args.ray:
-        if kdir is not None and args.tuner in MODEL_BASED:
+        if warm:
             kwargs["knowledge"] = kdir
         from .distributed.ray_tune import measure_args_from_cli, tune_model_ray
 
@@ -430,7 +443,8 @@ def cmd_tune_model(args) -> int:
     else:
         res = M.tune_model(tasks, args.n_trial, log, tuner=args.tuner, scheduler=args.scheduler,
                            measure_option=option, seed=args.seed, progress=not args.no_progress, tuner_kwargs=kwargs,
-                           knowledge=kdir)
+                           knowledge=kdir if warm else None,
+                           callbacks=[log_to_knowledge(kdir)] if kdir is not None and not warm else None)
         option["builder"].close()
     # tasks in tuning order (largest share of the end-to-end latency first); "latency %" = weight x measured
     # best latency over the sum (tasks without a measurement estimated from their FLOPs: model.latency_shares)

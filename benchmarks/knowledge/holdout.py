@@ -157,6 +157,8 @@ def main(argv=None) -> int:
     ap.add_argument("--network", default="resnet18")
     ap.add_argument("--layers", type=int, default=12, help="conv2d layers of the network (1..N)")
     ap.add_argument("--holdout", type=int, nargs="+", default=[4, 8, 12])
+    ap.add_argument("--sources", type=int, nargs="+", default=None,
+                    help="source layers (None: every layer not held out); never one held out")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--n-trial", type=int, default=512)
     ap.add_argument("--rows", nargs="+", default=["xgb cold", "xgb warm", "release+ warm"], choices=list(ROWS))
@@ -173,7 +175,9 @@ def main(argv=None) -> int:
     starts_file = out / "starts.json"
     starts = json.loads(starts_file.read_text()) if starts_file.exists() else {}
 
-    sources = [i for i in range(1, args.layers + 1) if i not in args.holdout]
+    sources = args.sources or [i for i in range(1, args.layers + 1) if i not in args.holdout]
+    if set(sources) & set(args.holdout):
+        ap.error(f"--sources {sorted(set(sources) & set(args.holdout))} are held out: a held-out layer is never a source")
     kb = out / "kb-sources"
     if not args.report_only:
         # Phase 1: the sources, cold, then one base.

@@ -53,6 +53,18 @@ def test_tune_adds_its_records_to_the_knowledge_base_unless_told_not_to(tmp_path
                 "--log", str(tmp_path / "b.jsonl"), "--no-knowledge", *FAST, env=env)
     assert p.returncode == 0, p.stderr
     assert "knowledge" not in p.stdout and len(KnowledgeBase(default).records()) == 3
+    # a model-based tuner does not read the base unless --knowledge: a cold start that still adds its records
+    p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--plan-size", "4", "--n-trial", "2",
+                "--seed", "2", "--log", str(tmp_path / "c.jsonl"), *FAST, env=env)
+    assert p.returncode == 0, p.stderr
+    assert f"knowledge {default}: not read (a cold start, AutoTVM's; --knowledge to start warm from it); " \
+           "this run's records are added to it" in p.stdout
+    assert "knowledge used" not in p.stdout and len(KnowledgeBase(default).records()) >= 4
+    # a bare --knowledge reads the default base ($RELEASE_KNOWLEDGE here): too few records yet to start warm
+    p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--plan-size", "4", "--n-trial", "1",
+                "--seed", "3", "--log", str(tmp_path / "d.jsonl"), "--knowledge", *FAST, env=env)
+    assert p.returncode == 0, p.stderr
+    assert f"knowledge {default}: " in p.stdout and "too few successful ones to start warm" in p.stdout
 
 
 @pytest.mark.slow
