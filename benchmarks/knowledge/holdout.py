@@ -120,12 +120,12 @@ def _retime(args, out: Path, top: int = 3, rounds: int = 3) -> dict:
         timing_priority()
         space = task.config_space
         items = []
-        for seed in args.seeds:
-            for row in [*args.rows, *REPORT_ONLY]:
-                rel = _rel(args.network, layer, row, seed)
-                if (out / rel).exists():
-                    recs = sorted((r for r in load_records(str(out / rel)) if r.ok), key=lambda r: -r.gflops)
-                    items += [(rel, space.canonical(r.config)) for r in recs[:top]]
+        for path in sorted((out / "logs").glob(f"{args.network}.conv2d.{layer}.*.jsonl")):  # every run, any seed
+            if path.name.endswith(".rejections.jsonl"):
+                continue
+            rel = str(path.relative_to(out))
+            recs = sorted((r for r in load_records(str(path)) if r.ok), key=lambda r: -r.gflops)
+            items += [(rel, space.canonical(r.config)) for r in recs[:top]]
         if not items:
             continue
         opt = measure_option(LocalBuilder(), LocalRunner(number=4, repeat=3, min_repeat_ms=50))
