@@ -56,3 +56,24 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def two_layer_model():
+    """A tiny PyTorch model (conv2d 3->8 on 6x6 + ReLU, then a 288->5 linear layer), imported to Relax
+    (``release.model.from_pytorch``), seed 0: whole-model tuning on real builds in seconds."""
+    import torch
+
+    from release import model as M
+
+    class TwoLayers(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.fc = torch.nn.Linear(8 * 6 * 6, 5)
+
+        def forward(self, x):
+            return self.fc(torch.relu(self.conv(x)).flatten(1))
+
+    torch.manual_seed(0)
+    return M.from_pytorch(TwoLayers().eval(), (torch.randn(1, 3, 6, 6),), name="two-layers")

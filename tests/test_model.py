@@ -11,23 +11,8 @@ from release.errors import ModelError, TunerError
 from release.measure import apply_history_best, load_records
 
 
-class TwoLayers(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.fc = torch.nn.Linear(8 * 6 * 6, 5)
-
-    def forward(self, x):
-        return self.fc(torch.relu(self.conv(x)).flatten(1))
-
-
-@pytest.fixture(scope="module")
-def tiny_model():
-    torch.manual_seed(0)
-    return M.from_pytorch(TwoLayers().eval(), (torch.randn(1, 3, 6, 6),), name="two-layers")
-
-
-def test_tune_tiny_pytorch_model_end_to_end(tiny_model, fast_measure, tmp_path):
+def test_tune_tiny_pytorch_model_end_to_end(two_layer_model, fast_measure, tmp_path):
+    tiny_model = two_layer_model
     import tvm
     from tvm import tirx
 

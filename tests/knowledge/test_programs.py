@@ -7,13 +7,11 @@ flags"; NCHWc and model tasks "cannot be rebuilt with this key").
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
 import numpy as np
 import pytest
-import torch
 
 from release import model as M
 from release.cost_model.transfer import KnowledgeSet, rebuild_task
@@ -21,21 +19,9 @@ from release.knowledge import KnowledgeBase
 from release.measure import load_records
 
 
-class TwoLayers(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.fc = torch.nn.Linear(8 * 6 * 6, 5)
-
-    def forward(self, x):
-        return self.fc(torch.relu(self.conv(x)).flatten(1))
-
-
 @pytest.fixture(scope="module")
-def model_tasks():
-    torch.manual_seed(0)
-    model = M.from_pytorch(TwoLayers().eval(), (torch.randn(1, 3, 6, 6),), name="two-layers")
-    return M.extract_tasks(model, "llvm")
+def model_tasks(two_layer_model):
+    return M.extract_tasks(two_layer_model, "llvm")
 
 
 def _user_task():
