@@ -212,7 +212,7 @@ def main(argv=None) -> int:
     retime_file = out / "retimed.json"
     retimed = json.loads(retime_file.read_text()) if retime_file.exists() else {}
     if not args.report_only and not args.no_retime:
-        retimed = _retime(args, out)
+        retimed = {**retimed, **_retime(args, out)}  # layers re-timed by an earlier invocation stay
         retime_file.write_text(json.dumps(retimed, indent=1))
 
     # Phase 4: the table.
