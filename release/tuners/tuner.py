@@ -39,6 +39,7 @@ import numpy as np
 
 from ..callback import as_callback
 from ..errors import TunerError, check_n_trial
+from ..measure import measure as _measure
 from ..measure.measure import MeasureResult, Measurer, measure_option
 from ..measure.records import Record
 
@@ -214,7 +215,8 @@ class Tuner:
             cb.on_start(self, n_trial)
         if measurer is None:
             measurer = Measurer(self.task, opt)
-        if isinstance(measurer, Measurer):  # early termination starts from the resumed records' best
+        if isinstance(measurer, _measure.Measurer):  # early termination starts from the resumed records' best
+            # (the class itself, not this module's name for it: a test may replace that name by a factory)
             measurer.best_cost = min(measurer.best_cost, self.session.best_cost)
         self.measure_stats = measurer.stats
 
