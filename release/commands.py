@@ -261,7 +261,7 @@ def cmd_tune(args) -> int:
     if kdir is not None:
         from .knowledge.use import log_to_knowledge
 
-        callbacks.append(log_to_knowledge(kdir))
+        callbacks.append(log_to_knowledge(kwargs.get("knowledge") or kdir))  # the tuner's base object when it reads one
     if args.database:
         callbacks.append(log_to_database(args.database))
     if not args.no_progress:

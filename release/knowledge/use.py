@@ -73,11 +73,6 @@ def knowledge_programs(knowledge):
     return None
 
 
-def describe_knowledge(records) -> tuple[int, int]:
-    """``(records, workloads)`` of a list of knowledge records (for the CLI's one line)."""
-    return len(records), len({r.task for r in records})
-
-
 class log_to_knowledge(Callback):  # noqa: N801 - AutoTVM's callback naming (log_to_file)
     """Append each measured record to a knowledge base (``release tune`` does so unless ``--no-knowledge``).
 
@@ -112,4 +107,4 @@ class log_to_knowledge(Callback):  # noqa: N801 - AutoTVM's callback naming (log
         return f"log_to_knowledge({self.base.path})"
 
 
-__all__ = ["knowledge_records", "knowledge_programs", "describe_knowledge", "log_to_knowledge"]
+__all__ = ["knowledge_records", "knowledge_programs", "log_to_knowledge"]
