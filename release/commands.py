@@ -92,10 +92,11 @@ def register(subparsers) -> None:
                                                "(None: runs/MODEL.TUNER.jsonl; runs/MODEL.TUNER.LAYOUT.jsonl "
                                                "for a blocked --layout)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
-    p.add_argument("--layout", default="NCHW",
-                   help="conv2d layout inside the model: NCHW (as imported), NCHWc (channel blocks = the target's "
-                        "vector lanes: 8 with AVX2, 16 with AVX-512; smaller where channels do not divide) or NCHW8c; "
-                        "inputs and outputs stay NCHW, weights are transformed at compile time")
+    p.add_argument("--layout", default="auto",
+                   help="conv2d layout inside the model: auto (NCHWc on a CPU target, NCHW otherwise), NCHW (as "
+                        "imported), NCHWc (channel blocks = the target's vector lanes: 8 with AVX2, 16 with AVX-512; "
+                        "smaller where channels do not divide) or NCHW8c; inputs and outputs stay NCHW, weights are "
+                        "transformed at compile time")
     _add_knowledge_args(p)
     p.add_argument("--compare", default="untuned,torch",
                    help="comma list of baselines to time: untuned, torch, ms (MetaSchedule tune_relax, same budget)")
@@ -388,7 +389,8 @@ def cmd_tune_model(args) -> int:
     bad = [c for c in compare if c not in ("untuned", "torch", "ms")]
     if bad:
         raise TunerError(f"unknown --compare entries {bad}; use untuned, torch, ms")
-    M.model_layout(args.layout)  # a bad --layout fails before the model is imported
+    if args.layout != M.AUTO_LAYOUT:
+        M.model_layout(args.layout)  # a bad --layout fails before the model is imported
     kdir, warm = _knowledge_for(args)  # so do contradicting knowledge flags
     from .tuners import MODEL_BASED
 
@@ -397,6 +399,8 @@ def cmd_tune_model(args) -> int:
 
         check_log_path(args.log)  # a --log that cannot be written fails before the model is imported
     target = resolve_target(args.target)
+    if args.layout == M.AUTO_LAYOUT:  # the blocked layout on a CPU: the space that beats PyTorch (issue 16)
+        args.layout = M.default_layout(target)
     threads = thread_count(target)
     use_threads(threads)  # before any worker starts: they inherit TVM_NUM_THREADS
     option = make_measure_option(args)

@@ -131,6 +131,55 @@ def test_bad_layout_is_refused_with_the_accepted_forms(blocks, layout):
         M.compile_model(blocks, "llvm", layout=layout)
 
 
+class _ConvAttention(torch.nn.Module):
+    """A conv stem, then self-attention over its pixels (a ViT's shape): TVM 0.27's ConvertLayout dies
+    with std::bad_alloc on nn.MultiheadAttention's graph, as on the BERT-base layer (no conv at all)."""
+
+    def __init__(self, conv: bool = True):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 16, 3, padding=1) if conv else None
+        self.attn = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, x):
+        y = self.conv(x) if self.conv is not None else x
+        z = y.flatten(2).transpose(1, 2)
+        return self.attn(z, z, z)[0]
+
+
+@pytest.mark.parametrize("conv", [True, False], ids=["conv-then-attention", "attention-only"])
+def test_blocked_layout_on_a_model_convertlayout_cannot_take(conv, caplog):
+    """--layout NCHWc (tune-model's default on a CPU) on a model TVM's ConvertLayout fails on: nothing to
+    block (attention only, as BERT): the pass is skipped; a conv beside attention: the whole model keeps
+    NCHW with one warning; either way tasks extract and the compiled model equals PyTorch."""
+    import logging
+
+    x = torch.randn(1, 3, 4, 4) if conv else torch.randn(1, 16, 16)
+    m = M.from_pytorch(_ConvAttention(conv), [x], name="convattn")
+    with caplog.at_level(logging.WARNING, logger="release.model"):
+        tasks = M.extract_tasks(m, "llvm", layout="NCHWc", prepack=False)
+    assert tasks and not any("NCHWc" in t.name for t in tasks)
+    assert any("conv2d" in t.name for t in tasks) == conv
+    warned = [r.getMessage() for r in caplog.records if "ConvertLayout failed" in r.getMessage()]
+    assert len(warned) == (1 if conv else 0), warned
+    if conv:
+        assert "its 1 conv2d keep the imported NCHW layout" in warned[0]
+    out = M.evaluate(m, M.compile_model(m, "llvm", layout="NCHWc", prepack=False), number=1, repeat=1,
+                     rtol=1e-4, atol=1e-4)
+    assert out["max_abs_err"] < 1e-4
+
+
+@pytest.mark.parametrize("target, layout", [("llvm", "NCHWc"), ({"kind": "llvm", "mcpu": "skylake-avx512"}, "NCHWc"),
+                                            ({"kind": "cuda", "arch": "sm_80", "max_num_threads": 1024,
+                                              "thread_warp_size": 32}, "NCHW")])
+def test_tune_model_default_layout_is_blocked_on_a_cpu_only(target, layout):
+    """``tune-model --layout auto`` (the default): NCHWc where the blocked space beats PyTorch (a CPU),
+    the model as imported elsewhere; the choice is a valid layout for extract_tasks."""
+    got = M.default_layout(target)
+    assert got == layout
+    assert M.model_layout(got) == (0 if layout == "NCHWc" else None)
+
+
 def test_cli_bad_layout_is_one_line(tmp_path):
     p = subprocess.run([sys.executable, "-m", "release.cli", "tune-model", "--model", "tiny-cnn", "--layout", "NHWC8c",
                         "--n-trial", "4", "--log", str(tmp_path / "x.jsonl")], capture_output=True, text=True,
