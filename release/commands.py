@@ -227,6 +227,8 @@ def cmd_tune(args) -> int:
         from .knowledge import KnowledgeBase
 
         kwargs["knowledge"] = KnowledgeBase(kdir, read_once=True)  # read once, by the tuner's cost model; its stored programs too
+        if args.knowledge_use:
+            kwargs["knowledge_use"] = args.knowledge_use
     if args.local_search:
         if not model_based:
             raise TunerError(f"--local-search applies to model-based tuners (xgb, sa-as, rl, release, release+), "
@@ -247,13 +249,16 @@ def cmd_tune(args) -> int:
             what = "not read (a cold start, AutoTVM's; --knowledge to start warm from it)"
         elif not n_rec:
             what = "no records of this target yet (cold start)"
+        elif tuner.seeds:
+            what = (f"{len(tuner.seeds)} seed configs carried over from the best of {n_wl} workloads "
+                    f"({n_rec} records on this target), measured first")
         elif tuner.cost_model.warm:
             what = f"starting warm from {n_rec} records of {n_wl} workloads on this target"
         else:
             what = (f"{n_rec} records of {n_wl} workloads on this target, too few successful ones to start "
                     f"warm (cold start)")
         print(f"knowledge {kdir}: {what}; this run's records are added to it")
-    if isinstance(tuner, ModelBasedTuner) and args.n_trial <= tuner.plan_size and not getattr(
+    if isinstance(tuner, ModelBasedTuner) and args.n_trial <= tuner.plan_size and not tuner.seeds and not getattr(
             tuner.cost_model, "warm", False):
         print(f"note     {args.tuner} measures {tuner.plan_size} random configs before its cost model guides a trial "
               f"(AutoTVM's warm-up): with --n-trial {args.n_trial} this run is random search; raise --n-trial "
@@ -315,6 +320,9 @@ def _knowledge_for(args):
     """
     from .knowledge import KnowledgeBase, knowledge_dir
 
+    if getattr(args, "knowledge_use", None) and args.knowledge is None:
+        raise TunerError(f"--knowledge-use {args.knowledge_use} says how to use a knowledge base, but none is read; "
+                         "add --knowledge [DIR]")
     if args.no_knowledge:
         if args.knowledge is not None:
             raise TunerError(f"--knowledge {args.knowledge} and --no-knowledge contradict each other; give one")
@@ -373,6 +381,10 @@ def _add_knowledge_args(p) -> None:
                         "adds its records and programs to the default base")
     p.add_argument("--no-knowledge", action="store_true",
                    help="neither read nor write a knowledge base")
+    p.add_argument("--knowledge-use", choices=["model", "seeds"], default=None,
+                   help="with --knowledge: 'model' (default) trains a cost model on the knowledge's program "
+                        "features; 'seeds' measures the best configs of the knowledge's workloads, carried into "
+                        "this task's space, in the first round and keeps AutoTVM's own cost model (transfer-tuning)")
 
 
 def cmd_tune_model(args) -> int:
@@ -427,6 +439,8 @@ def cmd_tune_model(args) -> int:
               f"trial and keep TVM's default schedule; --n-trial {chunk * len(tasks)} covers every task once")
     kwargs = {"plan_size": args.plan_size} if args.plan_size is not None else {}
     warm = warm and args.tuner in MODEL_BASED
+    if warm and args.knowledge_use:
+        kwargs["knowledge_use"] = args.knowledge_use
     if kdir is not None:
         print(f"knowledge {kdir}: " + ("model-based tuners start warm from its records of this target; " if warm
                                        else f"not used by {args.tuner}; " if args.tuner not in MODEL_BASED

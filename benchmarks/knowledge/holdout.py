@@ -45,6 +45,10 @@ ROWS = {
     "xgb warm": ("xgb", "warm"),
     "release+ warm": ("release+", "warm"),
     "release+ cold": ("release+", "cold"),
+    # transfer-tuning seeds (--knowledge-use seeds): the sources' best configs carried into the layer's
+    # space are the first round's first half; the cost model is the task's own
+    "xgb seeds": ("xgb", "seeds"),
+    "release+ seeds": ("release+", "seeds"),
 }
 #: rows reported when their logs exist, never run by this version: warm runs of the code before the first
 #: warm round was made half random and the transfer weighted by its ranking of own data (commit 7f865fe)
@@ -66,7 +70,8 @@ def _n_records(log: Path) -> int:
         return sum(1 for line in f if line.strip())
 
 
-def _tune(workload: str, tuner: str, n_trial: int, seed: int, log: Path, knowledge: Path | None) -> float | None:
+def _tune(workload: str, tuner: str, n_trial: int, seed: int, log: Path, knowledge: Path | None,
+          use: str | None = None, early_termination: float | None = None) -> float | None:
     """Run ``release tune`` unless ``log`` is complete; return the wall-clock start (time.time()) or None."""
     if _n_records(log) >= n_trial:
         return None
@@ -74,6 +79,8 @@ def _tune(workload: str, tuner: str, n_trial: int, seed: int, log: Path, knowled
     cmd = RELEASE + ["tune", "--workload", workload, "--tuner", tuner, "--n-trial", str(n_trial),
                      "--seed", str(seed), "--log", str(log), "--no-progress"]
     cmd += ["--knowledge", str(knowledge)] if knowledge else ["--no-knowledge"]
+    cmd += ["--knowledge-use", use] if knowledge and use else []
+    cmd += ["--early-termination", str(early_termination)] if early_termination is not None else []
     print("$ release", " ".join(cmd[1:]), flush=True)
     start = time.time()
     subprocess.run(cmd, check=True, cwd=ROOT)
@@ -167,6 +174,9 @@ def main(argv=None) -> int:
     ap.add_argument("--extra-source-logs", nargs="*", default=[],
                     help="earlier logs of source layers on this host to add to the base")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/knowledge/holdout")
+    ap.add_argument("--early-termination", type=float, default=None,
+                    help="passed to release tune (None: its default; 0 matches the rows measured before the "
+                         "early termination existed)")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--no-retime", action="store_true", help="skip re-timing the runs' best kernels side by side")
     args = ap.parse_args(argv)
@@ -195,7 +205,8 @@ def main(argv=None) -> int:
             for seed in args.seeds:
                 for row in args.rows:
                     tuner, tag = ROWS[row]
-                    warm = tag == "warm"
+                    warm = tag in ("warm", "seeds")
+                    use = "seeds" if tag == "seeds" else None
                     tag = f"{tuner}.{tag}.s{seed}"
                     log = out / _rel(args.network, layer, row, seed)
                     kb_copy = None
@@ -203,7 +214,8 @@ def main(argv=None) -> int:
                         kb_copy = out / "kb-runs" / f"conv2d.{layer}.{tag}"
                         if not kb_copy.exists():
                             shutil.copytree(kb, kb_copy)
-                    start = _tune(f"{args.network}.conv2d.{layer}", tuner, args.n_trial, seed, log, kb_copy)
+                    start = _tune(f"{args.network}.conv2d.{layer}", tuner, args.n_trial, seed, log, kb_copy,
+                                  use, args.early_termination)
                     if start is not None and _n_records(log) == args.n_trial:
                         starts[str(log.relative_to(out))] = start  # a resumed run keeps no start
                         starts_file.write_text(json.dumps(starts, indent=1))

@@ -10,8 +10,8 @@ callback (``release tune`` adds it unless ``--no-knowledge``; from Python pass
 
 from .base import (KNOWLEDGE_VERSION, KnowledgeBase, KnowledgeError, check_input, knowledge_dir, read_input,
                    read_ms_database, record_identity, target_class)
-from .use import knowledge_programs, knowledge_records, log_to_knowledge
+from .use import knowledge_programs, knowledge_records, knowledge_seeds, log_to_knowledge
 
 __all__ = ["KNOWLEDGE_VERSION", "KnowledgeBase", "KnowledgeError", "check_input", "knowledge_dir", "read_input",
-           "read_ms_database", "record_identity", "target_class", "knowledge_records", "knowledge_programs",
+           "read_ms_database", "record_identity", "target_class", "knowledge_records", "knowledge_seeds", "knowledge_programs",
            "log_to_knowledge"]

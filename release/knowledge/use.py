@@ -59,6 +59,98 @@ def knowledge_records(knowledge, task) -> list[Record]:
     return knowledge.records(target_kind=task.target_json)
 
 
+def knowledge_seeds(task, records, n: int, seed: int = 0) -> list[tuple]:
+    """Transfer-tuning seeds: the best configs of the knowledge's workloads, carried into ``task``'s space.
+
+    Transfer-tuning (Gibson and Cano, PACT 2022) reuses the best schedules of other kernels of the
+    same class on a new one. Here each knowledge workload's successful records are ranked by GFLOPS
+    and their traces carried over decision by decision (:meth:`release.space.KnobSpace.transplant`);
+    the workloads take turns, nearest first (by the loop extents their tile decisions split,
+    ``sum |log e_source - log e_task|``), so ``n`` seeds cover the best of many workloads rather than
+    many of one. Records of ``task`` itself (an earlier run) come first, as they are. Seeds that do
+    not replay on ``task`` (postprocessing rejects them) are dropped; duplicates are kept once.
+
+    Parameters
+    ----------
+    task : release.task.Task
+    records : list of Record
+        Knowledge records of ``task``'s target class (:func:`knowledge_records`).
+    n : int
+        At most this many seeds (a tuner's first round holds ``plan_size // 2``).
+    seed : int
+        Order of the records among equal GFLOPS (ties), for reproducibility.
+
+    Returns
+    -------
+    list of tuple
+        Up to ``n`` distinct valid configs of ``task.config_space``, in the order to measure them.
+        Empty when no record's trace has ``task``'s schedule structure (another operator kind).
+    """
+    import numpy as np
+
+    from ..errors import InvalidConfigError
+
+    space = task.config_space
+    by_wl: dict[str, list] = {}
+    for r in records:
+        if r.ok and (r.trace is not None or r.task == task.key):  # another task's config means nothing here
+            by_wl.setdefault(r.task, []).append(r)
+    rng = np.random.default_rng(seed)
+    ranked = {}
+    for wl, recs in by_wl.items():
+        order = rng.permutation(len(recs))
+        ranked[wl] = sorted((recs[i] for i in order), key=lambda r: -r.gflops)
+
+    def extents(trace):
+        try:
+            insts, dec = trace[0], {int(i): v for i, v in trace[1]}
+            return [float(np.prod(dec[i])) for i, inst in enumerate(insts)
+                    if inst[0] == "SamplePerfectTile" and i in dec]
+        except (TypeError, ValueError, IndexError, KeyError):
+            return None
+
+    mine = None
+    for sp in space.spaces:
+        mine = [float(np.prod([int(x) for x in sp.defaults[i]])) for i in sp.sample_insts
+                if i.kind.name == "SamplePerfectTile"]
+        break
+
+    def distance(wl):
+        if wl == task.key:
+            return -1.0  # this task's own earlier records first
+        ext = extents(ranked[wl][0].trace)
+        if ext is None or mine is None or len(ext) != len(mine):
+            return float("inf")
+        return float(np.abs(np.log(np.maximum(ext, 1)) - np.log(np.maximum(mine, 1))).sum())
+
+    order = sorted(ranked, key=lambda wl: (distance(wl), wl))
+    order = [wl for wl in order if distance(wl) != float("inf")]
+    out: list[tuple] = []
+    seen: set = set()
+    depth, tries = 0, 0
+    while len(out) < n and order and tries < 4 * n:  # replays are checked: at most 4n of them
+        alive = []
+        for wl in order:
+            if depth >= len(ranked[wl]):
+                continue
+            alive.append(wl)
+            rec = ranked[wl][depth]
+            try:
+                c = space.config_of_record(rec.config, rec.trace) if wl == task.key else space.transplant(rec.trace)
+            except InvalidConfigError:
+                continue
+            if c in seen:
+                continue
+            seen.add(c)
+            tries += 1
+            if space.is_valid(c)[0]:
+                out.append(c)
+                if len(out) >= n:
+                    break
+        order, depth = alive, depth + 1
+    return out
+
+
 def knowledge_programs(knowledge):
     """The stored-program lookup of ``knowledge`` (``key -> Task or None``), or None for records.
 
@@ -107,4 +199,4 @@ class log_to_knowledge(Callback):  # noqa: N801 - AutoTVM's callback naming (log
         return f"log_to_knowledge({self.base.path})"
 
 
-__all__ = ["knowledge_records", "knowledge_programs", "log_to_knowledge"]
+__all__ = ["knowledge_records", "knowledge_seeds", "knowledge_programs", "log_to_knowledge"]

@@ -111,6 +111,16 @@ class _Space:
         self.sample_insts = [i for i in self.insts if i.kind.name.startswith("Sample") and i in self.defaults]
         self.structure = _structure(self.insts)
         self._simplified = None
+        self._json_head = None
+
+    def json_head(self) -> list:
+        """The design-space trace's instructions up to postprocessing, as trace JSON (no decisions)."""
+        if self._json_head is None:
+            from ..measure.result import to_py
+
+            insts = to_py(self.trace.as_json(remove_postproc=True))[0]
+            self._json_head = [inst[:4] for inst in insts]
+        return self._json_head
 
     def simplified_structure(self) -> str:
         """Structure of the design-space trace after ``Trace.simplified`` (dead code removed)."""
@@ -640,6 +650,93 @@ class KnobSpace:
             if trace_json is None:
                 raise
             return self.canonical(self.from_trace_json(trace_json))
+
+    def transplant(self, trace_json) -> Config:
+        """The config of this space closest to a trace of *another* task with the same schedule structure.
+
+        Transfer-tuning (Gibson and Cano, PACT 2022: reuse the auto-schedules of other kernels of the
+        same class): a trace measured on another workload (another conv2d shape, another matmul) is
+        carried over decision by decision. The trace's sampling instructions must match one of this
+        task's design spaces one to one (same kinds in order, same tile depth ``n``); then
+
+        - ``SamplePerfectTile``: the factorization of this loop's extent nearest to the source's,
+          by ``sum_i 2**i * |log f_i - log g_i|`` (``i = 0`` outermost: inner factors, which decide
+          vectorization and register blocking, weigh most; the outer ones absorb the extent change);
+        - ``SampleCategorical``: the candidate nearest in value (unroll steps ``0, 16, 64, 512``),
+          the same index when the candidates are not numbers;
+        - ``SampleComputeLocation``: the same loop index when this space accepts it, else the
+          nearest one it accepts (inline and root stay what they are).
+
+        Parameters
+        ----------
+        trace_json : list or str
+            A MetaSchedule trace as JSON (``[instructions, decisions]``; a record's ``trace``).
+
+        Returns
+        -------
+        tuple of int
+            A canonical config of this space; it may still fail :meth:`is_valid` (postprocessing).
+
+        Raises
+        ------
+        InvalidConfigError
+            The trace is not MetaSchedule trace JSON, or its sampling instructions match none of
+            this task's design spaces (another operator kind, another schedule rule).
+        """
+        import json
+
+        try:
+            tj = json.loads(trace_json) if isinstance(trace_json, str) else trace_json
+            insts, decisions = tj[0], {int(i): v for i, v in tj[1]}
+            kinds, samples = [], []
+            for i, inst in enumerate(insts):
+                if inst[0] == "EnterPostproc":
+                    break
+                kinds.append(inst[0])
+                if inst[0].startswith("Sample") and i in decisions:
+                    samples.append((inst[0], inst[2], decisions[i]))
+        except (TypeError, ValueError, IndexError, KeyError) as err:
+            raise InvalidConfigError(f"not a MetaSchedule trace in JSON: {err}") from None
+
+        def sig(kind, attrs):
+            return (kind, int(attrs[0]) if kind == "SamplePerfectTile" else None)
+
+        want = [sig(k, a) for k, a, _ in samples]
+        head = [inst[:4] for inst in insts[:len(kinds)]]
+        match = None
+        for sp in self.spaces:
+            if [sig(i.kind.name, i.attrs) for i in sp.sample_insts] != want:
+                continue
+            if sp.json_head() == head:
+                match = sp  # the same instructions, attributes and data flow: the same design space
+                break
+            match = match or sp
+        if match is None:
+            raise InvalidConfigError(f"the trace's {len(samples)} sampling decisions match no design space of "
+                                     f"{self.task.name} (another operator or schedule structure)")
+        c = [0] * self.n_knobs
+        if self._space_pos is not None:
+            c[self._space_pos] = match.index
+        for (inst, p, choices), (kind, attrs, value) in zip(self._slots[match.index], samples):
+            if p is None:
+                continue
+            if kind == "SamplePerfectTile":
+                got = np.log(np.maximum(np.asarray(choices, dtype=np.float64), 1.0))
+                src = np.log(np.maximum(np.asarray(value, dtype=np.float64), 1.0))
+                w = 2.0 ** np.arange(got.shape[1])
+                c[p] = int(np.argmin((np.abs(got - src) * w).sum(axis=1)))
+            elif kind == "SampleCategorical":
+                try:
+                    v = float(attrs[0][int(value)])
+                    cands = np.asarray([float(x) for x in inst.attrs[0]])
+                    c[p] = int(np.argmin(np.abs(np.log1p(np.maximum(cands, 0)) - np.log1p(max(v, 0)))))
+                except (TypeError, ValueError, IndexError):
+                    c[p] = min(int(value), len(choices) - 1)
+            else:  # compute location: the same loop, else the nearest legal one of the same kind (loop / root / inline)
+                v = int(value)
+                same = [j for j, x in enumerate(choices) if (x >= 0) == (v >= 0)] or range(len(choices))
+                c[p] = min(same, key=lambda j: (abs(int(choices[j]) - v), -int(choices[j])))
+        return self.canonical(c)
 
     def describe(self, config: Sequence[int]) -> dict:
         """``{knob name: decision}`` for active knobs, for humans and logs."""

@@ -23,7 +23,9 @@ the epsilon-greedy share of random picks stays. That first warm round is half mo
 the task's own model data from the region the knowledge favours only, and the search stays there
 (measured, resnet18.conv2d.4 held out, xgb, 512 trials: 193 GFLOPS warm against 295 cold, both
 re-timed side by side; ``notes/issue-17.md``). :attr:`ModelBasedTuner.random_picks` counts the
-random configs handed out.
+random configs handed out. The other warm start, transfer-tuning *seeds*
+(:attr:`ModelBasedTuner.seeds`), leaves the cost model cold: the first round measures the seeds,
+then random configs up to ``plan_size``, and the task's own model takes over from the first fit.
 
 Local exploitation (issue 17, ``local_search=True``): once ``patience`` trials passed without a
 new best, a Droplet-style coordinate search around the best measured config
@@ -77,6 +79,10 @@ class ModelBasedTuner(RandomTuner):
     local_search : bool or LocalSearchConfig, optional
         Run the Droplet-style local phase once the best stops improving (default False; True:
         :class:`release.tuners.local.LocalSearchConfig` defaults, ``patience = plan_size``).
+    seeds : sequence of tuple
+        Configs measured first, before the warm-up's random ones (transfer-tuning seeds from a
+        knowledge base, :func:`release.knowledge.use.knowledge_seeds`; default none). Visited
+        ones (a resumed log) are skipped.
 
     Attributes
     ----------
@@ -100,7 +106,7 @@ class ModelBasedTuner(RandomTuner):
 
     def __init__(self, task, cost_model, model_optimizer, plan_size: int = 64,
                  diversity_filter_ratio: float | None = None, sampler=None, seed: int | None = None,
-                 local_search=False):
+                 local_search=False, seeds=()):
         super().__init__(task, seed=seed)
         check_plan_size(plan_size)
         if diversity_filter_ratio is not None and diversity_filter_ratio < 1:
@@ -148,6 +154,9 @@ class ModelBasedTuner(RandomTuner):
         self.local = None
         self.local_started_at: int | None = None
         self._costs: dict[tuple, list] = {}  # successful config -> repeat costs (the local phase's t-test)
+        self.seeds = [self.space.check(c) for c in seeds]
+        if self.seeds:  # measured first, then random configs until the first fit (no epsilon share among them)
+            self.trials_plan, self.eps_round = list(self.seeds), 0
 
     @property
     def rounds(self) -> int:

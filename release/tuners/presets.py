@@ -20,7 +20,9 @@ All use the XGBoost cost model with ``itervar`` features and ``reg`` loss and a 
 With ``knowledge`` (a knowledge base folder, a :class:`release.knowledge.KnowledgeBase` or records)
 holding records of the task's target class, the cost model is
 :class:`release.cost_model.transfer.TransferCostModel` (the same, plus a booster transferred from
-the knowledge) and tuning starts warm; ``local_search`` adds the Droplet-style local phase
+the knowledge) and tuning starts warm; with ``knowledge_use="seeds"`` the cost model stays AutoTVM's
+and the first round measures the knowledge's best configs carried into the task's space
+(transfer-tuning) beside random ones; ``local_search`` adds the Droplet-style local phase
 (:mod:`release.tuners.local`). Both are off in every preset unless asked for: the presets stay the
 paper's and AutoTVM's recipes, so benchmarks compare cold runs unless told otherwise.
 :func:`build_components` makes the parts of a recipe; :func:`child_seed` derives every part's seed
@@ -37,6 +39,8 @@ import numpy as np
 from ..errors import TunerError, check_plan_size
 
 OPTIMIZERS = ("ppo", "sa")
+#: ways a tuner starts warm from a knowledge base (:attr:`ModelBasedConfig.knowledge_use`)
+KNOWLEDGE_USES = ("model", "seeds")
 
 #: role -> (extra entropy, child index): how :func:`child_seed` derives each part's seed. The
 #: values reproduce the seeds of the code before issue 15 (two spawn trees), so runs and their
@@ -102,6 +106,11 @@ class ModelBasedConfig:
     """Knowledge to start warm from: a folder, a KnowledgeBase or records (None: cold, AutoTVM's start)."""
     transfer: object = None
     """:class:`release.cost_model.transfer.TransferConfig` of the transferred model (None: defaults)."""
+    knowledge_use: str = "model"
+    """How ``knowledge`` starts the tuner warm (:data:`KNOWLEDGE_USES`): ``"model"``, the transferred
+    cost model plans the first round; ``"seeds"``, the first round measures the best configs of the
+    knowledge's workloads carried into this space (transfer-tuning) beside random ones, and the cost
+    model is the task's own (AutoTVM's)."""
     local_search: object = False
     """Droplet-style local phase after the best stops improving: False, True or a LocalSearchConfig."""
 
@@ -122,6 +131,8 @@ class ModelBasedConfig:
         if isinstance(self.optimizer, str) and self.optimizer not in OPTIMIZERS:
             raise TunerError(f"unknown optimizer {self.optimizer!r}; choose one of: {', '.join(OPTIMIZERS)} "
                              "or pass a release.optimizers.ModelOptimizer")
+        if self.knowledge_use not in KNOWLEDGE_USES:
+            raise TunerError(f"knowledge_use={self.knowledge_use!r}; choose one of: {', '.join(KNOWLEDGE_USES)}")
         if isinstance(self.sampler, str) and self.sampler != "adaptive":
             raise TunerError(f"unknown sampler {self.sampler!r}; choose 'adaptive', None (measure the whole plan) "
                              "or pass a release.sampling.Sampler")
@@ -169,11 +180,13 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
 
     Returns
     -------
-    (XGBoostCostModel, ModelOptimizer, Sampler or None)
+    (XGBoostCostModel, ModelOptimizer, Sampler or None, list of tuple)
         ``None`` for the sampler means the whole plan (the tuner uses a pass-through sampler).
         The cost model is a :class:`release.cost_model.transfer.TransferCostModel` when
-        ``cfg.knowledge`` holds records of the task's target class; its ``knowledge_used`` is
-        ``(records, workloads)`` (``(0, 0)`` when cold).
+        ``cfg.knowledge`` holds records of the task's target class and ``cfg.knowledge_use`` is
+        ``"model"``; its ``knowledge_used`` is ``(records, workloads)`` (``(0, 0)`` when cold).
+        The last item is the seeds to measure first (``knowledge_use="seeds"``:
+        :func:`release.knowledge.use.knowledge_seeds`, at most ``plan_size // 2``; else empty).
 
     Raises
     ------
@@ -189,7 +202,13 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
 
         records = knowledge_records(cfg.knowledge, task)
         programs = knowledge_programs(cfg.knowledge)
-    if records:
+    seeds: list = []
+    if records and cfg.knowledge_use == "seeds":
+        from ..knowledge.use import knowledge_seeds
+
+        seeds = knowledge_seeds(task, records, max(1, cfg.plan_size // 2), seed=seed or 0)
+        records = records if seeds else []
+    if records and cfg.knowledge_use == "model":
         from ..cost_model.transfer import TransferCostModel
 
         cost_model = TransferCostModel(task, records, config=cfg.transfer, feature_type=cfg.feature_type,
@@ -215,7 +234,7 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
 
         s = child_seed(seed, "sampler")
         sampler = AdaptiveSampler(cfg.sampling, seed=s if s is not None else 0)
-    return cost_model, optimizer, sampler
+    return cost_model, optimizer, sampler, seeds
 
 
-__all__ = ["ModelBasedConfig", "PRESETS", "OPTIMIZERS", "preset", "build_components", "child_seed"]
+__all__ = ["ModelBasedConfig", "PRESETS", "OPTIMIZERS", "KNOWLEDGE_USES", "preset", "build_components", "child_seed"]

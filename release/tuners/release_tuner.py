@@ -78,6 +78,11 @@ class ReleaseTuner(ModelBasedTuner):
         Start warm from a knowledge base: the cost model is transferred from its records of this
         target on program features (:mod:`release.cost_model.transfer`), so the agent searches
         against it from the first round (no random warm-up round). None (default): cold.
+    knowledge_use : str
+        How ``knowledge`` is used (:data:`release.tuners.presets.KNOWLEDGE_USES`): ``"model"``
+        (default) the transferred cost model; ``"seeds"`` the best configs of the knowledge's
+        workloads carried into this space are measured first (transfer-tuning), with the task's
+        own cost model (:func:`release.knowledge.use.knowledge_seeds`).
     local_search : bool or LocalSearchConfig
         Droplet-style local phase once the best stops improving (:mod:`release.tuners.local`;
         default False).
@@ -113,19 +118,20 @@ class ReleaseTuner(ModelBasedTuner):
                  start_from_measured: float | None = None, min_queries: int | None = None,
                  diversity_filter_ratio: float | None = None,
                  num_threads: int | None = None, seed: int | None = None, log_interval: int = 50,
-                 warm_start=None, knowledge=None, local_search=False):
+                 warm_start=None, knowledge=None, local_search=False, knowledge_use: str = "model"):
         task.config_space  # noqa: B018 - raises SpaceError for a space without knobs
         over = dict(plan_size=plan_size, optimizer=optimizer, sampler=sampler, feature_type=feature_type,
                     loss_type=loss_type, ppo=ppo_config, diversity_filter_ratio=diversity_filter_ratio,
-                    num_threads=num_threads, knowledge=knowledge, local_search=local_search)
+                    num_threads=num_threads, knowledge=knowledge, local_search=local_search,
+                    knowledge_use=knowledge_use)
         if start_from_measured is not None:
             over["start_from_measured"] = start_from_measured
         if min_queries is not None:
             over["min_queries"] = min_queries
         cfg = preset(self.preset, **over)
-        cost_model, opt, smp = build_components(task, cfg, seed)
+        cost_model, opt, smp, seeds = build_components(task, cfg, seed)
         super().__init__(task, cost_model, opt, plan_size=plan_size, diversity_filter_ratio=diversity_filter_ratio,
-                         sampler=smp, seed=seed, local_search=local_search)
+                         sampler=smp, seed=seed, local_search=local_search, seeds=seeds)
         self.config = cfg
         self.feature_type, self.loss_type = feature_type, loss_type
         self.log_interval = log_interval

@@ -73,6 +73,11 @@ class XGBTuner(ModelBasedTuner):
         Start warm from a knowledge base (see :mod:`release.cost_model.transfer`): the first
         plan comes from a cost model transferred from the base's records of this target, not
         from ``plan_size`` random configs. None (default): AutoTVM's cold start.
+    knowledge_use : str
+        How ``knowledge`` is used (:data:`release.tuners.presets.KNOWLEDGE_USES`): ``"model"``
+        (default) the transferred cost model; ``"seeds"`` the best configs of the knowledge's
+        workloads carried into this space are measured first (transfer-tuning), with the task's
+        own cost model (:func:`release.knowledge.use.knowledge_seeds`).
     local_search : bool or LocalSearchConfig
         Droplet-style local phase once the best stops improving (:mod:`release.tuners.local`;
         default False).
@@ -90,13 +95,14 @@ class XGBTuner(ModelBasedTuner):
     def __init__(self, task, plan_size: int = 64, feature_type: str = "itervar", loss_type: str = "reg",
                  optimizer="sa", diversity_filter_ratio: float | None = None, sampler=None,
                  num_threads: int | None = None, seed: int | None = None, log_interval: int = 50,
-                 knowledge=None, local_search=False):
+                 knowledge=None, local_search=False, knowledge_use: str = "model"):
         cfg = preset(self.preset, plan_size=plan_size, feature_type=feature_type, loss_type=loss_type,
                      optimizer=optimizer, sampler=sampler, diversity_filter_ratio=diversity_filter_ratio,
-                     num_threads=num_threads, knowledge=knowledge, local_search=local_search)
-        cost_model, opt, smp = build_components(task, cfg, seed)
+                     num_threads=num_threads, knowledge=knowledge, local_search=local_search,
+                     knowledge_use=knowledge_use)
+        cost_model, opt, smp, seeds = build_components(task, cfg, seed)
         super().__init__(task, cost_model, opt, plan_size=plan_size, diversity_filter_ratio=diversity_filter_ratio,
-                         sampler=smp, seed=seed, local_search=local_search)
+                         sampler=smp, seed=seed, local_search=local_search, seeds=seeds)
         self.config = cfg
         self.feature_type, self.loss_type = feature_type, loss_type
         self.log_interval = log_interval  # kept for AutoTVM compatibility (logging is through `logging`)

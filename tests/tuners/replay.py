@@ -86,7 +86,7 @@ class ReplayMeasurer:
             batch.append(c)
             r = MeasureResult(config=c)
             try:
-                space.apply(c)
+                r.set_trace(space.apply(c).trace)  # as the real Measurer records it
             except InvalidConfigError as err:
                 r.error_kind, r.error_msg = ErrorKind.INVALID, err.reason
             else:
