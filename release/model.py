@@ -667,10 +667,71 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     return TuneModelResult(tasks, tuners, time.time() - t0)
 
 
+def schedule_knobless(mod, target):
+    """Schedule every unscheduled function of ``mod`` whose MetaSchedule design space has no decision to tune.
+
+    MetaSchedule's ``tune_relax`` measures the single candidate of such a function (its
+    ``ParallelizeVectorizeUnroll`` rule samples nothing for a purely spatial function) and its
+    database then schedules it; tuners that skip knob-less tasks would leave them as TVM lowers
+    unscheduled TIR: one thread, no vector code (the BERT-base layer's 13 reshape/transpose/GELU/add
+    functions). This pass applies that same candidate without measuring it: the design space of
+    ``PostOrderApply`` with the target's default rules, postprocessed, marked ``tir.is_scheduled``.
+
+    Skipped: functions already scheduled (``tir.is_scheduled``: applied from the database), pure
+    reshapes (``relax.analysis.has_reshape_pattern``: later lowered to a view, no kernel at all),
+    functions whose space has a sampling decision (tunable: left as they are when untuned), and
+    any whose space generation or postprocessing fails (kept unscheduled, logged at debug level).
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A Relax module after fusion and ``MetaScheduleApplyDatabase``.
+    target : tvm.target.Target
+
+    Returns
+    -------
+    tvm.IRModule
+        ``mod`` with those functions replaced.
+    """
+    import tvm
+    from tvm import relax, tirx
+    from tvm.s_tir import meta_schedule as ms
+
+    out = mod.clone()
+    for gv, func in mod.functions_items():
+        if not isinstance(func, tirx.PrimFunc) or (func.attrs is not None and func.attrs.get("tir.is_scheduled")):
+            continue
+        try:
+            if relax.analysis.has_reshape_pattern(func):
+                continue
+            ctx = ms.TuneContext(mod=tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target,
+                                 space_generator="post-order-apply", search_strategy="replay-trace", num_threads=1)
+            schs = ctx.generate_design_space()
+            if len(schs) != 1 or any(schs[0].trace.get_decision(i) is not None for i in schs[0].trace.insts
+                                     if i.kind.name.startswith("Sample")):
+                continue
+            sch = schs[0]
+            sch.enter_postproc()
+            if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
+                continue
+        except Exception as err:  # noqa: BLE001 - a function we cannot schedule keeps TVM's default
+            logger.debug("%s: kept unscheduled (%s)", gv.name_hint, err)
+            continue
+        new = sch.mod["main"].with_attr("tir.is_scheduled", True)
+        sym = func.attrs.get("global_symbol") if func.attrs is not None else None
+        new = new.with_attr("global_symbol", sym) if sym is not None else new.without_attr("global_symbol")
+        out.update_func(gv, new)
+    return out
+
+
 def compile_model(model: Model, target, database=None, prepack: bool | None = None, progress: bool = False,
                   layout: str | None = None):
-    """Compile ``model`` with the tuned functions of ``database`` (the rest scheduled by TVM's
-    defaults); ``database=None`` gives the untuned build.
+    """Compile ``model`` with the tuned functions of ``database``; ``database=None`` gives the untuned build.
+
+    With a database, functions that have no knob to tune (elementwise ops, transposes, layout
+    transforms: :func:`extract_tasks` drops them) get MetaSchedule's design-space schedule
+    (:func:`schedule_knobless`: parallel and vectorized), as ``tune_relax`` gives them by measuring
+    their one candidate; functions with knobs but no record keep TVM's default (unscheduled) code.
 
     The pipeline is MetaSchedule's ``compile_relax`` (fuse, ``MetaScheduleApplyDatabase``, lower,
     finalize) with TVM's post-tuning layout rewrite when ``prepack``
@@ -739,6 +800,8 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
         mod = tvm.transform.Sequential(_fuse_passes(target, prepack, layout))(mod)
         _stage("fused")
         mod = MetaScheduleApplyDatabase()(mod)
+        if database is not None:
+            mod = schedule_knobless(mod, target)
         _stage("database applied")
         if post:
             mod = tvm.transform.Sequential(post)(mod)

@@ -119,3 +119,49 @@ def test_cli_tune_model_bad_input_one_line(tmp_path):
     assert p.returncode == 2
     assert p.stderr.strip().splitlines()[-1].startswith(f"release: error: ONNX file {bad} does not parse")
     assert "Traceback" not in p.stderr
+
+
+class _TransposeThenLinear(torch.nn.Module):
+    """A transpose + add (a purely spatial function: no knob to tune), a reshape, then a linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        y = x.transpose(1, 2) + 1.0  # (2, 16, 32) -> (2, 32, 16)
+        return self.fc(y.reshape(2, 16, 32))
+
+
+def test_knobless_functions_get_metaschedules_schedule_tunable_ones_do_not():
+    """Functions extract_tasks drops (no knob) get MetaSchedule's one design-space candidate when a database
+    is applied, as tune_relax's database would give them (parallel loops instead of TVM's serial default);
+    tunable functions without a record, and pure reshapes, are left alone; the untuned build is unchanged."""
+    import tvm
+    from tvm import relax, tirx
+    from tvm.s_tir import meta_schedule as ms
+
+    from release.target import resolve_target
+
+    torch.manual_seed(0)
+    model = M.from_pytorch(_TransposeThenLinear().eval(), (torch.randn(2, 16, 32),), name="tl")
+    target = resolve_target("llvm")
+    tasks = M.extract_tasks(model, target)
+    assert tasks and all("transpose" not in t.name for t in tasks)  # the transpose has no knob: not a task
+    mod = relax.transform.BindParams("main", model.params)(model.mod)
+    with target, tvm.transform.PassContext(opt_level=3):
+        fused = tvm.transform.Sequential(M._fuse_passes(target, True))(mod)
+        done = M.schedule_knobless(fused, target)
+    funcs = {gv.name_hint: f for gv, f in done.functions_items() if isinstance(f, tirx.PrimFunc)}
+    before = {gv.name_hint: f for gv, f in fused.functions_items() if isinstance(f, tirx.PrimFunc)}
+    scheduled = {n for n, f in funcs.items() if f.attrs is not None and f.attrs.get("tir.is_scheduled")}
+    transposes = {n for n in funcs if "transpose" in n}
+    assert transposes and transposes <= scheduled
+    for n in transposes:
+        assert "T.parallel" in funcs[n].script() and "T.parallel" not in before[n].script()
+        assert funcs[n].attrs.get("global_symbol") == (before[n].attrs or {}).get("global_symbol")  # as fused
+    assert not any(n in scheduled for n in funcs if any(n in t.name for t in tasks))  # tunable: untouched
+    assert not any(relax.analysis.has_reshape_pattern(before[n]) for n in scheduled)
+    for db in (None, ms.database.MemoryDatabase()):  # untuned build, and the knob-less ones scheduled
+        out = M.evaluate(model, M.compile_model(model, target, db), number=2, repeat=2)
+        assert out["max_abs_err"] < 1e-4
