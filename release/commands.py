@@ -252,6 +252,9 @@ def cmd_tune(args) -> int:
         elif tuner.seeds:
             what = (f"{len(tuner.seeds)} seed configs carried over from the best of {n_wl} workloads "
                     f"({n_rec} records on this target), measured first")
+        elif getattr(getattr(tuner, "config", None), "knowledge_use", None) == "seeds":
+            what = (f"{n_rec} records of {n_wl} workloads on this target, none with this task's schedule "
+                    "structure (cold start)")
         elif tuner.cost_model.warm:
             what = f"starting warm from {n_rec} records of {n_wl} workloads on this target"
         else:
@@ -382,9 +385,10 @@ def _add_knowledge_args(p) -> None:
     p.add_argument("--no-knowledge", action="store_true",
                    help="neither read nor write a knowledge base")
     p.add_argument("--knowledge-use", choices=["model", "seeds"], default=None,
-                   help="with --knowledge: 'model' (default) trains a cost model on the knowledge's program "
-                        "features; 'seeds' measures the best configs of the knowledge's workloads, carried into "
-                        "this task's space, in the first round and keeps AutoTVM's own cost model (transfer-tuning)")
+                   help="with --knowledge: 'seeds' (default) measures the best configs of the knowledge's "
+                        "workloads, carried into this task's space, in the first round and keeps AutoTVM's own "
+                        "cost model (transfer-tuning); 'model' trains a cost model on the knowledge's program "
+                        "features (measured worse on held-out layers: benchmarks/results/knowledge/holdout/)")
 
 
 def cmd_tune_model(args) -> int:

@@ -79,10 +79,10 @@ class ReleaseTuner(ModelBasedTuner):
         target on program features (:mod:`release.cost_model.transfer`), so the agent searches
         against it from the first round (no random warm-up round). None (default): cold.
     knowledge_use : str
-        How ``knowledge`` is used (:data:`release.tuners.presets.KNOWLEDGE_USES`): ``"model"``
-        (default) the transferred cost model; ``"seeds"`` the best configs of the knowledge's
-        workloads carried into this space are measured first (transfer-tuning), with the task's
-        own cost model (:func:`release.knowledge.use.knowledge_seeds`).
+        How ``knowledge`` is used (:data:`release.tuners.presets.KNOWLEDGE_USES`): ``"seeds"``
+        (default) the best configs of the knowledge's workloads carried into this space are
+        measured first (transfer-tuning), with the task's own cost model
+        (:func:`release.knowledge.use.knowledge_seeds`); ``"model"`` the transferred cost model.
     local_search : bool or LocalSearchConfig
         Droplet-style local phase once the best stops improving (:mod:`release.tuners.local`;
         default False).
@@ -118,7 +118,7 @@ class ReleaseTuner(ModelBasedTuner):
                  start_from_measured: float | None = None, min_queries: int | None = None,
                  diversity_filter_ratio: float | None = None,
                  num_threads: int | None = None, seed: int | None = None, log_interval: int = 50,
-                 warm_start=None, knowledge=None, local_search=False, knowledge_use: str = "model"):
+                 warm_start=None, knowledge=None, local_search=False, knowledge_use: str = "seeds"):
         task.config_space  # noqa: B018 - raises SpaceError for a space without knobs
         over = dict(plan_size=plan_size, optimizer=optimizer, sampler=sampler, feature_type=feature_type,
                     loss_type=loss_type, ppo=ppo_config, diversity_filter_ratio=diversity_filter_ratio,

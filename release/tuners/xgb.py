@@ -74,10 +74,10 @@ class XGBTuner(ModelBasedTuner):
         plan comes from a cost model transferred from the base's records of this target, not
         from ``plan_size`` random configs. None (default): AutoTVM's cold start.
     knowledge_use : str
-        How ``knowledge`` is used (:data:`release.tuners.presets.KNOWLEDGE_USES`): ``"model"``
-        (default) the transferred cost model; ``"seeds"`` the best configs of the knowledge's
-        workloads carried into this space are measured first (transfer-tuning), with the task's
-        own cost model (:func:`release.knowledge.use.knowledge_seeds`).
+        How ``knowledge`` is used (:data:`release.tuners.presets.KNOWLEDGE_USES`): ``"seeds"``
+        (default) the best configs of the knowledge's workloads carried into this space are
+        measured first (transfer-tuning), with the task's own cost model
+        (:func:`release.knowledge.use.knowledge_seeds`); ``"model"`` the transferred cost model.
     local_search : bool or LocalSearchConfig
         Droplet-style local phase once the best stops improving (:mod:`release.tuners.local`;
         default False).
@@ -95,7 +95,7 @@ class XGBTuner(ModelBasedTuner):
     def __init__(self, task, plan_size: int = 64, feature_type: str = "itervar", loss_type: str = "reg",
                  optimizer="sa", diversity_filter_ratio: float | None = None, sampler=None,
                  num_threads: int | None = None, seed: int | None = None, log_interval: int = 50,
-                 knowledge=None, local_search=False, knowledge_use: str = "model"):
+                 knowledge=None, local_search=False, knowledge_use: str = "seeds"):
         cfg = preset(self.preset, plan_size=plan_size, feature_type=feature_type, loss_type=loss_type,
                      optimizer=optimizer, sampler=sampler, diversity_filter_ratio=diversity_filter_ratio,
                      num_threads=num_threads, knowledge=knowledge, local_search=local_search,

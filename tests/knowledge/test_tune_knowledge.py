@@ -60,11 +60,17 @@ def test_tune_adds_its_records_to_the_knowledge_base_unless_told_not_to(tmp_path
     assert f"knowledge {default}: not read (a cold start, AutoTVM's; --knowledge to start warm from it); " \
            "this run's records are added to it" in p.stdout
     assert "knowledge used" not in p.stdout and len(KnowledgeBase(default).records()) >= 4
-    # a bare --knowledge reads the default base ($RELEASE_KNOWLEDGE here): too few records yet to start warm
+    # a bare --knowledge reads the default base ($RELEASE_KNOWLEDGE here): the transferred model has too few
+    # records yet to start warm; seeds (the default use) start from this task's own earlier best configs
     p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--plan-size", "4", "--n-trial", "1",
-                "--seed", "3", "--log", str(tmp_path / "d.jsonl"), "--knowledge", *FAST, env=env)
+                "--seed", "3", "--log", str(tmp_path / "d.jsonl"), "--knowledge", "--knowledge-use", "model",
+                *FAST, env=env)
     assert p.returncode == 0, p.stderr
     assert f"knowledge {default}: " in p.stdout and "too few successful ones to start warm" in p.stdout
+    p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--plan-size", "4", "--n-trial", "2",
+                "--seed", "4", "--log", str(tmp_path / "e.jsonl"), "--knowledge", *FAST, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "2 seed configs carried over from the best of 1 workloads" in p.stdout, p.stdout
 
 
 @pytest.mark.slow
@@ -74,7 +80,7 @@ def test_second_cli_run_starts_warm_and_says_from_what(tmp_path):
                 "--log", str(tmp_path / "a.jsonl"), "--knowledge", kb, *FAST)
     assert p.returncode == 0, p.stderr
     p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--plan-size", "8", "--n-trial", "10",
-                "--log", str(tmp_path / "b.jsonl"), "--knowledge", kb, *FAST)
+                "--log", str(tmp_path / "b.jsonl"), "--knowledge", kb, "--knowledge-use", "model", *FAST)
     assert p.returncode == 0, p.stderr
     assert "starting warm from 16 records of 1 workloads on this target" in p.stdout
     assert "knowledge used 16 records of 1 workloads" in p.stdout

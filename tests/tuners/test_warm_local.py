@@ -29,6 +29,8 @@ def _tuner(name, task, **kw):
 
     if name in ("release", "rl"):
         kw.setdefault("ppo_config", _small_agent())
+    if "knowledge" in kw:
+        kw.setdefault("knowledge_use", "model")  # these tests are about the transferred cost model
     return get_tuner(name, task, **kw)
 
 
