@@ -385,7 +385,7 @@ def _add_knowledge_args(p) -> None:
     p.add_argument("--no-knowledge", action="store_true",
                    help="neither read nor write a knowledge base")
     p.add_argument("--knowledge-use", choices=["model", "seeds"], default=None,
-                   help="with --knowledge: 'seeds' (default) measures the best configs of the knowledge's "
+                   help="with --knowledge: 'seeds' (used when this is not given) measures the best configs of the knowledge's "
                         "workloads, carried into this task's space, in the first round and keeps AutoTVM's own "
                         "cost model (transfer-tuning); 'model' trains a cost model on the knowledge's program "
                         "features (measured worse on held-out layers: benchmarks/results/knowledge/holdout/)")
