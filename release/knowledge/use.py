@@ -109,22 +109,20 @@ def knowledge_seeds(task, records, n: int, seed: int = 0) -> list[tuple]:
         except (TypeError, ValueError, IndexError, KeyError):
             return None
 
-    mine = None
-    for sp in space.spaces:
-        mine = [float(np.prod([int(x) for x in sp.defaults[i]])) for i in sp.sample_insts
-                if i.kind.name == "SamplePerfectTile"]
-        break
+    sp = space.spaces[0]
+    mine = [float(np.prod([int(x) for x in sp.defaults[i]])) for i in sp.sample_insts
+            if i.kind.name == "SamplePerfectTile"]
 
     def distance(wl):
         if wl == task.key:
             return -1.0  # this task's own earlier records first
         ext = extents(ranked[wl][0].trace)
-        if ext is None or mine is None or len(ext) != len(mine):
+        if ext is None or len(ext) != len(mine):
             return float("inf")
         return float(np.abs(np.log(np.maximum(ext, 1)) - np.log(np.maximum(mine, 1))).sum())
 
-    order = sorted(ranked, key=lambda wl: (distance(wl), wl))
-    order = [wl for wl in order if distance(wl) != float("inf")]
+    dist = {wl: distance(wl) for wl in ranked}
+    order = sorted((wl for wl in ranked if dist[wl] != float("inf")), key=lambda wl: (dist[wl], wl))
     out: list[tuple] = []
     seen: set = set()
     depth, tries = 0, 0
