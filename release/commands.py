@@ -223,11 +223,15 @@ def cmd_tune(args) -> int:
     from .tuners import MODEL_BASED
 
     model_based = args.tuner in MODEL_BASED
-    if model_based and warm:
+    seeded = args.tuner == "ms-evolutionary"  # takes the knowledge as seeds through its database, nothing else
+    if seeded and warm and args.knowledge_use not in (None, "seeds"):
+        raise TunerError(f"--knowledge-use {args.knowledge_use}: ms-evolutionary uses a knowledge base only as "
+                         "seeds in its database; drop --knowledge-use or give seeds")
+    if (model_based or seeded) and warm:
         from .knowledge import KnowledgeBase
 
         kwargs["knowledge"] = KnowledgeBase(kdir, read_once=True)  # read once, by the tuner's cost model; its stored programs too
-        if args.knowledge_use:
+        if args.knowledge_use and model_based:
             kwargs["knowledge_use"] = args.knowledge_use
     if args.local_search:
         if not model_based:
@@ -242,8 +246,9 @@ def cmd_tune(args) -> int:
     print(f"tuner    {args.tuner}, {args.n_trial} trials, seed {args.seed}, log {log}"
           + (f" (resuming {len(previous)} records)" if previous else ""))
     if kdir is not None:
-        n_rec, n_wl = tuner.cost_model.knowledge_used if model_based and warm else (None, None)
-        if not model_based:
+        n_rec, n_wl = (tuner.cost_model.knowledge_used if model_based else tuner.knowledge_used) \
+            if (model_based or seeded) and warm else (None, None)
+        if not (model_based or seeded):
             what = f"not used by {args.tuner}"
         elif not warm:
             what = "not read (a cold start, AutoTVM's; --knowledge to start warm from it)"
@@ -252,7 +257,7 @@ def cmd_tune(args) -> int:
         elif tuner.seeds:
             what = (f"{len(tuner.seeds)} seed configs carried over from the best of {n_wl} workloads "
                     f"({n_rec} records on this target), measured first")
-        elif getattr(getattr(tuner, "config", None), "knowledge_use", None) == "seeds":
+        elif seeded or getattr(getattr(tuner, "config", None), "knowledge_use", None) == "seeds":
             what = (f"{n_rec} records of {n_wl} workloads on this target, none with this task's schedule "
                     "structure (cold start)")
         elif tuner.cost_model.warm:
@@ -377,7 +382,8 @@ def _check_best(task, log) -> int:
 def _add_knowledge_args(p) -> None:
     """``--knowledge [DIR]`` / ``--no-knowledge``, shared by ``tune`` and ``tune-model``."""
     p.add_argument("--knowledge", nargs="?", const="", default=None, metavar="DIR",
-                   help="start model-based tuners warm from this knowledge base's records of this target (no DIR: "
+                   help="start model-based tuners warm from this knowledge base's records of this target (release tune "
+                        "--tuner ms-evolutionary: as seeds in its database) (no DIR: "
                         "$RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge). Without it the run starts cold "
                         "(measured on held-out layers: the warm start leads at first, then stays on the "
                         "knowledge's region and ends below the cold run; benchmarks/results/knowledge/) and only "

@@ -21,6 +21,15 @@ left out of the llvm mutators and the remaining probabilities are used as given 
 normalizes them). A candidate whose trace maps to no config is reported to the strategy as
 failed and not measured: on resnet18.conv2d.2, 3 of 192 candidates chose a compute location the
 knob space's probing had not enumerated (``KnobSpace`` finds legal locations by probing replays).
+
+With ``knowledge=`` (issue 17's fair comparison: MetaSchedule given the same records through its
+database) the tuner first measures the same transfer-tuning seeds the model-based tuners measure
+(:func:`release.knowledge.use.knowledge_seeds`) and commits them to its database and cost model
+before the search starts, so ``EvolutionarySearch`` takes them into its initial population
+(``init_measured_ratio``: the best measured records of *this* workload). Records of other
+workloads committed as they are would never be read: MetaSchedule's evolutionary search and
+``tune_tasks`` draw only on the database's top records of the workload being tuned, and its
+XGBModel is trained on the run's own measurements.
 """
 
 from __future__ import annotations
@@ -84,11 +93,20 @@ class MSEvolutionaryTuner(Tuner):
         ``-1``, seeded from the clock).
     plan_size : int, optional
         Alias of ``num_trials_per_iter``.
+    knowledge : str, PathLike, KnowledgeBase, list of Record or None
+        A knowledge base (:func:`release.knowledge.use.knowledge_records`; default None: a cold
+        start). Its transfer-tuning seeds are measured first and handed to the search through its
+        database (see the module's docstring); :attr:`knowledge_used` says ``(records, workloads)``.
+    n_seeds : int, optional
+        At most this many seeds (default ``num_trials_per_iter // 2``: 32, the model-based tuners'
+        share of their first round).
 
     Raises
     ------
     TunerError
         ``num_trials_per_iter < 1`` or ``population_size < 1``.
+    KnowledgeError
+        ``knowledge`` names a file or a base of an unreadable format version.
     """
 
     name = "ms-evolutionary"
@@ -96,7 +114,7 @@ class MSEvolutionaryTuner(Tuner):
     def __init__(self, task, num_trials_per_iter: int = 64, population_size: int = 512,
                  init_measured_ratio: float = 0.2, genetic_num_iters: int = 4, genetic_mutate_prob: float = 0.85,
                  eps_greedy: float = 0.05, num_threads: int | None = None, seed: int | None = None,
-                 plan_size: int | None = None):
+                 plan_size: int | None = None, knowledge=None, n_seeds: int | None = None):
         super().__init__(task, seed=seed)
         if plan_size is not None:
             num_trials_per_iter = plan_size
@@ -125,6 +143,17 @@ class MSEvolutionaryTuner(Tuner):
         self._resumed: list = []      # (config, MeasureResult) learned before the strategy starts
         self.generations = 0
         self.unmapped = 0
+        self.seeds: list[tuple] = []
+        self.knowledge_used = (0, 0)
+        if knowledge is not None and knowledge is not False:
+            from ..knowledge.use import knowledge_records, knowledge_seeds
+
+            records = knowledge_records(knowledge, task)
+            self.knowledge_used = (len(records), len({r.task for r in records}))
+            n = self.params.num_trials_per_iter // 2 if n_seeds is None else int(n_seeds)
+            if records and n > 0:
+                self.seeds = knowledge_seeds(task, records, n, seed=seed or 0)
+        self._seed_pt = 0
 
     # ------------------------------------------------------------------ MetaSchedule set-up
     def _setup(self) -> None:
@@ -162,8 +191,8 @@ class MSEvolutionaryTuner(Tuner):
             self._commit(cands, results)
             if cands:
                 self.cost_model.update(self._ctx, cands, results)
-            logger.info("%s: ms-evolutionary resumed %d records into its database and cost model",
-                        self.task.name, len(cands))
+            logger.info("%s: ms-evolutionary committed %d measured records (resumed or seeds) to its database "
+                        "and cost model", self.task.name, len(cands))
         self._ctx.pre_tuning(max_trials=2**30, num_trials_per_iter=p.num_trials_per_iter,
                              design_spaces=self._ctx.generate_design_space(), database=self.database,
                              cost_model=self.cost_model)
@@ -248,6 +277,14 @@ class MSEvolutionaryTuner(Tuner):
 
     def next_batch(self, batch_size: int) -> list[tuple]:
         out: list[tuple] = []
+        if self._ctx is None:  # transfer-tuning seeds first: their results reach the database at set-up
+            while self._seed_pt < len(self.seeds) and len(out) < batch_size:
+                config = self.seeds[self._seed_pt]
+                self._seed_pt += 1
+                if config not in self._outcome and config not in self.visited and config not in out:
+                    out.append(config)
+            if out:
+                return out
         for _ in range(4):  # a generation whose configs were all measured before needs no batch
             if not self._gen:
                 self._new_generation()

@@ -138,3 +138,27 @@ def test_cli_knowledge_use_needs_knowledge(tmp_path):
                          cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert "--knowledge-use seeds" in out.stderr and "add --knowledge" in out.stderr
+
+
+def test_ms_evolutionary_takes_the_same_seeds_through_its_database(matmul_task, wide_matmul):
+    """MetaSchedule given the knowledge (issue 17's fair comparison): the seeds the model-based tuners
+    get are measured first and reach MetaSchedule's database (this workload's records, which its
+    evolutionary search draws its initial population from) and cost model before the first generation."""
+    from release.knowledge import knowledge_seeds
+    from release.tuners.ms_evolutionary import MSEvolutionaryTuner
+
+    records = _measured(wide_matmul, 24)
+    tuner = MSEvolutionaryTuner(matmul_task, plan_size=8, population_size=48, seed=0, knowledge=records)
+    assert tuner.seeds == knowledge_seeds(matmul_task, records, 4) and len(tuner.seeds) >= 1
+    assert tuner.knowledge_used == (24, 1)
+    meas = ReplayMeasurer(matmul_task)
+    tuner.tune(len(tuner.seeds) + 8, meas)
+    first = [c for batch in meas.calls for c in batch][:len(tuner.seeds)]
+    assert first == tuner.seeds
+    assert tuner.generations == 1  # one generation after the seeds, whose 8 candidates follow
+    space = matmul_task.config_space
+    in_db = {space.from_trace(r.trace) for r in tuner.database.get_all_tuning_records()}
+    assert set(tuner.seeds) <= in_db
+    assert tuner.cost_model.data_size >= len(tuner.seeds)
+    cold = MSEvolutionaryTuner(matmul_task, plan_size=8, population_size=48, seed=0)
+    assert cold.seeds == [] and cold.knowledge_used == (0, 0)

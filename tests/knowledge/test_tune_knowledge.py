@@ -71,6 +71,13 @@ def test_tune_adds_its_records_to_the_knowledge_base_unless_told_not_to(tmp_path
                 "--seed", "4", "--log", str(tmp_path / "e.jsonl"), "--knowledge", *FAST, env=env)
     assert p.returncode == 0, p.stderr
     assert "2 seed configs carried over from the best of 1 workloads" in p.stdout, p.stdout
+    # MetaSchedule's search takes the same seeds (through its database), and nothing else of the knowledge
+    ms = ["tune", "--workload", "tiny.matmul.1", "--tuner", "ms-evolutionary", "--plan-size", "4", "--n-trial", "2",
+          "--seed", "5", "--log", str(tmp_path / "f.jsonl"), "--knowledge", *FAST]
+    p = release(*ms, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "2 seed configs carried over from the best of 1 workloads" in p.stdout, p.stdout
+    _one_line_error(release(*ms, "--knowledge-use", "model", env=env), "ms-evolutionary", "only as seeds")
 
 
 @pytest.mark.slow
