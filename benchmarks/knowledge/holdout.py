@@ -49,6 +49,12 @@ ROWS = {
     # space are the first round's first half; the cost model is the task's own
     "xgb seeds": ("xgb", "seeds"),
     "release+ seeds": ("release+", "seeds"),
+    # the same seeds from a base of other networks only (--cross-networks; issue 17, item 5's second row)
+    "xgb seeds, across networks": ("xgb", "seeds-xnet"),
+    "release+ seeds, across networks": ("release+", "seeds-xnet"),
+    # MetaSchedule's evolutionary search, cold and given the same seeds through its database (the fair comparison)
+    "ms cold": ("ms-evolutionary", "cold"),
+    "ms seeds": ("ms-evolutionary", "seeds"),
 }
 #: rows reported when their logs exist, never run by this version: warm runs of the code before the first
 #: warm round was made half random and the transfer weighted by its ranking of own data (commit 7f865fe)
@@ -183,6 +189,9 @@ def main(argv=None) -> int:
     ap.add_argument("--source-trials", type=int, default=96)
     ap.add_argument("--extra-source-logs", nargs="*", default=[],
                     help="earlier logs of source layers on this host to add to the base")
+    ap.add_argument("--cross-networks", nargs="*", default=["vgg16", "alexnet"],
+                    help="networks whose every conv2d layer fills the second base (kb-cross), read by the "
+                         "'..., across networks' rows; never the held-out network")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/knowledge/holdout")
     ap.add_argument("--early-termination", type=float, default=None,
                     help="passed to release tune (None: its default; 0 matches the rows measured before the "
@@ -199,6 +208,7 @@ def main(argv=None) -> int:
     if set(sources) & set(args.holdout):
         ap.error(f"--sources {sorted(set(sources) & set(args.holdout))} are held out: a held-out layer is never a source")
     kb = out / "kb-sources"
+    kb_cross = out / "kb-cross"
     if not args.report_only:
         # Phase 1: the sources, cold, then one base.
         src_logs = []
@@ -210,20 +220,40 @@ def main(argv=None) -> int:
             subprocess.run(RELEASE + ["knowledge", "add", "--dir", str(kb)] + [str(p) for p in src_logs]
                            + list(args.extra_source_logs), check=True, cwd=ROOT)
         subprocess.run(RELEASE + ["knowledge", "show", "--dir", str(kb)], check=True, cwd=ROOT)
+        if any(ROWS[r][1] == "seeds-xnet" for r in args.rows):
+            # the second base: other networks' layers only, tuned as the sources above
+            from release.workloads import list_workloads
+
+            if args.network in args.cross_networks:
+                ap.error(f"--cross-networks holds {args.network}, the held-out network")
+            cross_logs = []
+            for w in list_workloads():
+                net, op, _ = w.name.split(".")
+                if net in args.cross_networks and op == "conv2d":
+                    log = out / "logs/sources" / f"{w.name}.{args.source_tuner}.s0.jsonl"
+                    _tune(w.name, args.source_tuner, args.source_trials, 0, log, None)
+                    cross_logs.append(log)
+            if not cross_logs:
+                ap.error(f"--cross-networks {args.cross_networks}: no conv2d workload of these networks")
+            if not kb_cross.exists():
+                subprocess.run(RELEASE + ["knowledge", "add", "--dir", str(kb_cross)] + [str(p) for p in cross_logs],
+                               check=True, cwd=ROOT)
+            subprocess.run(RELEASE + ["knowledge", "show", "--dir", str(kb_cross)], check=True, cwd=ROOT)
         # Phase 2: held-out layers, rows interleaved.
         for layer in args.holdout:
             for seed in args.seeds:
                 for row in args.rows:
                     tuner, tag = ROWS[row]
-                    warm = tag in ("warm", "seeds")
-                    use = "seeds" if tag == "seeds" else None
+                    warm = tag in ("warm", "seeds", "seeds-xnet")
+                    use = "seeds" if tag.startswith("seeds") else None
+                    base = kb_cross if tag == "seeds-xnet" else kb
                     tag = f"{tuner}.{tag}.s{seed}"
                     log = out / _rel(args.network, layer, row, seed)
                     kb_copy = None
                     if warm:
                         kb_copy = out / "kb-runs" / f"conv2d.{layer}.{tag}"
                         if not kb_copy.exists():
-                            shutil.copytree(kb, kb_copy)
+                            shutil.copytree(base, kb_copy)
                     start = _tune(f"{args.network}.conv2d.{layer}", tuner, args.n_trial, seed, log, kb_copy,
                                   use, args.early_termination)
                     if start is not None and _n_records(log) == args.n_trial:
@@ -282,6 +312,8 @@ def main(argv=None) -> int:
              "",
              f"Sources: conv2d.{{{','.join(map(str, sources))}}}, {args.source_tuner}, {args.source_trials} trials each"
              + (f", plus {len(args.extra_source_logs)} earlier logs" if args.extra_source_logs else "") + ".",
+             f"Rows '..., across networks': a second base of every conv2d layer of {', '.join(args.cross_networks)} "
+             f"only ({args.source_tuner}, {args.source_trials} trials each; no {args.network} layer).",
              f"Target per layer and seed: cold xgb's best GFLOPS at {args.n_trial} trials. 'x fewer' = cold xgb's "
              "measurements (or wall seconds) to that best over the row's; 'never' = not reached.",
              "",
