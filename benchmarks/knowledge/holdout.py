@@ -3,6 +3,11 @@
 Phase 1 (sources): every source layer is tuned cold (``--no-knowledge``) with one tuner for a few trials on
 this machine, and the logs are imported into a fresh knowledge base (``release knowledge add``). Logs of
 earlier runs on this host can be added with ``--extra-source-logs``. No held-out layer is ever a source.
+The rows "..., across networks" read a second base (``kb-cross``) filled the same way from every conv2d
+layer of ``--cross-networks`` only (default VGG-16 and AlexNet: no layer of the held-out network). The rows
+"ms cold" / "ms seeds" are MetaSchedule's evolutionary search (``--tuner ms-evolutionary``), cold and given
+the same seeds through its database (MetaSchedule reads only the tuned workload's records from a database,
+so the seeds are how the same knowledge reaches it).
 
 Phase 2 (held out): for each held-out layer and seed, cold XGBTuner (AutoTVM's, ``--no-knowledge``) and the
 warm rows (each on its own copy of the source base, so no warm run sees another's records), interleaved per
