@@ -13,6 +13,14 @@ encoder layer; :mod:`release.zoo`) with every tuner of the tier and the same tot
   ``<out>/logs/<model>.ms.s<seed>/``. ``tune_relax`` does not resume: a run killed part-way is
   started again from nothing (its partial database is moved aside).
 
+Warm runs (issue 17, item 5's whole-model row): a tuner named ``TUNER:warm`` (a model-based tuner,
+``release+:warm``) is that tuner given the knowledge base ``knowledge`` (``--knowledge DIR``) through
+:func:`release.model.tune_model` (transfer-tuning seeds, the default use). Each warm run reads its own
+copy of the base (``<out>/kb-runs/<log name>``), made before its first trial, so no run learns from
+another run's records; its log is ``<model>.<tuner>-warm.s<seed>...``. Listed beside the cold tuner
+(``--tuners release+ release+:warm``), the ratio table gives the time the warm run needs to reach the
+cold run's final latency.
+
 Layout: the ``model`` tier tunes the models with conv2d in NCHWc (channel blocks of the target's
 vector lanes, weights transformed at compile time; the space that beats PyTorch eager on a CPU, issue
 16), every tuner and MetaSchedule on the same converted model (``--layout``; ``model-smoke``: NCHW).
@@ -56,6 +64,13 @@ logger = logging.getLogger(__name__)
 
 #: tuner name of MetaSchedule's own ``tune_relax`` in this tier
 MS = "ms"
+#: suffix of a tuner name that starts the tuner warm from ``ModelBenchConfig.knowledge``
+WARM = ":warm"
+
+
+def split_tuner(spec: str) -> tuple[str, bool]:
+    """``"release+:warm"`` -> ``("release+", True)``; ``"xgb"`` -> ``("xgb", False)``."""
+    return (spec[: -len(WARM)], True) if spec.endswith(WARM) else (spec, False)
 
 REFERENCES = ("eager", "torch.compile", "onnxruntime")
 
@@ -98,6 +113,8 @@ class ModelBenchConfig:
     ms_trials_per_iter: int | None = 64
     """MetaSchedule's candidates per iteration: 64 is ``tune_relax``'s default (the model tier);
     None lets :func:`release.model.tune_with_metaschedule` fit it to a small budget (the smoke tier)."""
+    knowledge: str = ""
+    """Knowledge base folder the ``TUNER:warm`` runs start from (each reads a copy); "" when no run is warm."""
 
     @classmethod
     def from_tier(cls, tier: str, **over) -> "ModelBenchConfig":
@@ -142,10 +159,23 @@ class ModelBenchConfig:
             raise TunerError(f"--checkpoints {cfg.checkpoints} must be a positive integer")
         from .tuners import TUNERS
 
-        unknown = [t for t in cfg.tuners if t != MS and t not in TUNERS]
+        unknown = [t for t in cfg.tuners if t != MS and split_tuner(t)[0] not in TUNERS]
         if unknown:
             raise TunerError(f"unknown tuners {unknown}; choose from {MS} (MetaSchedule tune_relax), "
-                             f"{', '.join(TUNERS)}")
+                             f"{', '.join(TUNERS)} (a model-based one with '{WARM}': warm from --knowledge)")
+        from .tuners import MODEL_BASED
+
+        warm = [t for t in cfg.tuners if split_tuner(t)[1]]
+        cold_only = [t for t in warm if split_tuner(t)[0] not in MODEL_BASED]
+        if cold_only:
+            raise TunerError(f"{cold_only}: only model-based tuners ({', '.join(MODEL_BASED)}) start warm from a "
+                             "knowledge base")
+        if warm and not (cfg.knowledge and os.path.isdir(cfg.knowledge)):
+            raise TunerError(f"{warm} start warm from a knowledge base: give --knowledge DIR (a folder made by "
+                             f"`release knowledge add LOG...` or by tuning); got {cfg.knowledge or 'none'!r}")
+        if cfg.knowledge and not warm:
+            raise TunerError(f"--knowledge {cfg.knowledge} is read only by warm runs: name one, e.g. --tuners "
+                             f"release+ release+{WARM}")
         unknown = [r for r in cfg.references if r not in REFERENCES]
         if unknown:
             raise TunerError(f"unknown references {unknown}; choose from {', '.join(REFERENCES)}")
@@ -186,7 +216,7 @@ def parse_trials(text: str):
 def log_path(cfg: ModelBenchConfig, model: str, tuner: str, seed: int) -> str:
     """``<out>/logs/<model>.<tuner>.s<seed>[.<layout>].jsonl`` (our tuners) or the folder
     ``<model>.ms.s<seed>[.<layout>]`` (the layout when not NCHW)."""
-    name = f"{model}.{tuner}.s{seed}" + ("" if cfg.layout == "NCHW" else f".{cfg.layout}")
+    name = f"{model}.{tuner.replace(WARM, '-warm')}.s{seed}" + ("" if cfg.layout == "NCHW" else f".{cfg.layout}")
     return os.path.join(cfg.logs, name if tuner == MS else name + ".jsonl")
 
 
@@ -288,8 +318,15 @@ def run(cfg: ModelBenchConfig, progress: bool = True) -> None:
                     if tasks is None:
                         model = model or M.load_model(name)
                         tasks = M.extract_tasks(model, target, progress=progress, layout=cfg.layout)
-                    M.tune_model(tasks, n, path, tuner=tuner, scheduler=cfg.scheduler, measure_option=opt,
-                                 seed=seed, progress=progress, callbacks=[WallClock(path + ".wall.jsonl", have)])
+                    name_t, warm = split_tuner(tuner)
+                    kb = None
+                    if warm:  # its own copy of the base, made once: no run learns from another's records
+                        kb = os.path.join(cfg.out, "kb-runs", os.path.basename(path)[: -len(".jsonl")])
+                        if not os.path.exists(kb):
+                            shutil.copytree(cfg.knowledge, kb)
+                    M.tune_model(tasks, n, path, tuner=name_t, scheduler=cfg.scheduler, measure_option=opt,
+                                 seed=seed, progress=progress, callbacks=[WallClock(path + ".wall.jsonl", have)],
+                                 knowledge=kb)
     finally:
         if opt is not None:
             opt["builder"].close()

@@ -126,6 +126,9 @@ def register(subparsers) -> None:
                    help="model tiers: reference lines among eager, torch.compile, onnxruntime (None: the tier's)")
     p.add_argument("--retime", action="store_true",
                    help="model tiers: compile and time the checkpoints again instead of reading checkpoints.json")
+    p.add_argument("--knowledge", default=None, metavar="DIR",
+                   help="model tiers: the knowledge base that runs of a tuner named TUNER:warm start from (e.g. "
+                        "--tuners release+ release+:warm); each warm run reads its own copy")
     p.add_argument("--workloads", nargs="*", default=None, help="registered workloads (None: the tier's)")
     p.add_argument("--tuners", nargs="*", default=None, help="tuner names as in `release tune` (None: the tier's)")
     p.add_argument("--seeds", nargs="*", type=int, default=None, help="one run per seed (None: the tier's)")
@@ -568,11 +571,11 @@ def cmd_bench_model(args) -> int:
                if getattr(args, k) not in (None, False)] + (["--remeasure"] if args.remeasure else [])
     if ignored:
         raise TunerError(f"{' '.join(ignored)}: operator-tier options; the model tiers take --models, --tuners, "
-                         "--seeds, --n-trial, --checkpoints, --references, --target, --layout, --out, --retime")
+                         "--seeds, --n-trial, --checkpoints, --references, --target, --layout, --knowledge, --out, --retime")
     cfg = bench_model.ModelBenchConfig.from_tier(args.tier, models=args.models, tuners=args.tuners, seeds=args.seeds,
                                                  n_trial=args.n_trial, checkpoints=args.checkpoints,
                                                  references=args.references, target=args.target, out=args.out,
-                                                 layout=args.layout)
+                                                 layout=args.layout, knowledge=args.knowledge)
     command = _bench_command()
     if not args.report_only:
         bench_model.run(cfg, progress=not args.no_progress)
@@ -590,7 +593,7 @@ def cmd_bench(args) -> int:
         return cmd_bench_model(args)
     if isinstance(args.n_trial, dict):
         raise TunerError(f"--n-trial {args.n_trial}: per-model budgets are for the model tiers; give an integer")
-    bad = [f"--{k}" for k in ("models", "checkpoints", "references") if getattr(args, k) is not None] + \
+    bad = [f"--{k}" for k in ("models", "checkpoints", "references", "knowledge") if getattr(args, k) is not None] + \
         (["--retime"] if args.retime else [])
     if bad:
         raise TunerError(f"{' '.join(bad)}: options of the model tiers ({', '.join(MODEL_TIERS)}), not of {args.tier!r}")

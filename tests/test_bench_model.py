@@ -147,3 +147,49 @@ def test_operator_options_on_a_model_tier_get_one_line(tmp_path):
     p = subprocess.run([sys.executable, "-m", "release.cli", "bench", "--tier", "smoke", "--models", "resnet18",
                         "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "--models" in p.stderr.strip().splitlines()[-1]
+
+
+def test_warm_runs_need_a_model_based_tuner_and_a_knowledge_base(tmp_path):
+    """`TUNER:warm` (issue 17's whole-model row): named apart in the logs, refused without a base, for a
+    tuner without a cost model, and a base that no run reads is refused too (it would be silently unused)."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    cfg = BM.ModelBenchConfig.from_tier("model", tuners=["release+", "release+:warm"], knowledge=str(kb))
+    assert BM.split_tuner("release+:warm") == ("release+", True) and BM.split_tuner("xgb") == ("xgb", False)
+    assert BM.log_path(cfg, "resnet18", "release+:warm", 0).endswith("resnet18.release+-warm.s0.NCHWc.jsonl")
+    with pytest.raises(TunerError, match="give --knowledge DIR"):
+        BM.ModelBenchConfig.from_tier("model", tuners=["release+:warm"])
+    with pytest.raises(TunerError, match="give --knowledge DIR"):
+        BM.ModelBenchConfig.from_tier("model", tuners=["release+:warm"], knowledge=str(tmp_path / "missing"))
+    with pytest.raises(TunerError, match="only model-based tuners"):
+        BM.ModelBenchConfig.from_tier("model", tuners=["random:warm"], knowledge=str(kb))
+    with pytest.raises(TunerError, match="read only by warm runs"):
+        BM.ModelBenchConfig.from_tier("model", tuners=["xgb"], knowledge=str(kb))
+
+
+@pytest.mark.slow
+def test_model_smoke_tier_warm_run_starts_from_its_copy_of_the_base(tmp_path):
+    """tiny-cnn tuned cold, its log made a knowledge base, then `--tuners xgb xgb:warm --knowledge KB`: the
+    cold run resumes (nothing new), the warm run measures seeds from the base first (here the cold run's
+    own best configs of each task) on its own copy of the base, and the ratio table compares the two."""
+    from release.measure import load_records
+
+    out = tmp_path / "smoke"
+    smoke(out, "--tuners", "xgb", "--references", "eager")
+    cold_log = out / "logs" / "tiny-cnn.xgb.s0.jsonl"
+    kb = tmp_path / "kb"
+    p = subprocess.run([sys.executable, "-m", "release.cli", "knowledge", "add", str(cold_log), "--dir", str(kb)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    n_base = len(os.listdir(kb))
+    res = smoke(out, "--tuners", "xgb", "xgb:warm", "--references", "eager", "--knowledge", str(kb))
+    cold, warm = load_records(str(cold_log)), load_records(str(out / "logs" / "tiny-cnn.xgb-warm.s0.jsonl"))
+    assert len(cold) == 8 and len(warm) == 8
+    for key in {r.task for r in warm}:
+        mine = [tuple(r.config) for r in warm if r.task == key]
+        best = max((r for r in cold if r.task == key and r.ok), key=lambda r: r.gflops)
+        assert mine[0] == tuple(best.config)  # the best seed (this task's own best record) first
+    assert len(os.listdir(kb)) == n_base  # the warm run wrote to its copy, not to the base
+    assert (out / "kb-runs" / "tiny-cnn.xgb-warm.s0").is_dir()
+    ratios = res["models"]["tiny-cnn"]["ratios"]
+    assert "xgb" in ratios["xgb:warm"] and "xgb:warm" in ratios["xgb"]
