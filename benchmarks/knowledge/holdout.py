@@ -15,9 +15,11 @@ layer so that the machine's load falls on cold and warm runs alike. The driver b
 from just before the ``release tune`` process starts (knowledge loading and the cost model's distillation
 count) to each logged measurement.
 
-Phase 3 (table): per layer and seed, cold xgb's best GFLOPS at ``--n-trial`` is the target; for every row the
+Phase 3 re-times every run's 3 best configs side by side (all runs of a layer interleaved). Phase 4 (table): per layer and seed, cold xgb's best GFLOPS at ``--n-trial`` is the target; for every row the
 measurements and wall seconds to reach it, and the best GFLOPS at equal measurements (64, 128, 256, n).
-Ratios are cold xgb's figure over the row's (higher is better for the row). Written to
+Ratios are cold xgb's figure over the row's (higher is better for the row). A second table counts the
+measurements on each log's curve scaled to the re-time (its drift factor), for rows measured in other
+sessions than their cold run. Written to
 ``OUT/holdout.{md,json}`` and a plot ``OUT/holdout.png``.
 
 Every command is resumable: a log that already holds ``--n-trial`` records is not run again (``release tune``
@@ -176,6 +178,36 @@ def _retime(args, out: Path, top: int = 3, rounds: int = 3) -> dict:
     return res
 
 
+def _drift_factors(out: Path) -> dict:
+    """Per log: the median over its re-timed configs of logged mean cost / re-timed fastest cost.
+
+    Logged GFLOPS carry the machine's speed when the run happened (runs of one table ran in different
+    sessions, hours or days apart, and this VM's speed moves by 10-20 % between them); the re-time measures
+    every log's best configs side by side. Multiplying a log's curve by its factor puts every run on the
+    re-time's scale, so measurements to a target compare runs made at different times (the bias of fastest
+    against mean is common to all logs and cancels in the ratios)."""
+    import numpy as np
+
+    from release.measure import load_records
+
+    detail_file = out / "retimed-configs.json"
+    if not detail_file.exists():
+        return {}
+    ratios: dict = {}
+    logged: dict = {}
+    for items in json.loads(detail_file.read_text()).values():
+        for it in items:
+            rel = it["log"]
+            if rel not in logged:
+                path = out / rel
+                logged[rel] = {tuple(r.config): r.mean_cost for r in load_records(str(path)) if r.ok} \
+                    if path.exists() else {}
+            c = tuple(it["config"])
+            if it["costs"] and c in logged[rel]:
+                ratios.setdefault(rel, []).append(logged[rel][c] / float(np.min(it["costs"])))
+    return {rel: float(np.median(v)) for rel, v in ratios.items()}
+
+
 def _best_at(curve, n):
     return max((b for m, _, b in curve if m <= n), default=0.0)
 
@@ -275,6 +307,7 @@ def main(argv=None) -> int:
     # Phase 4: the table.
     rows, table = [], {}
     checkpoints = [c for c in (64, 128, 256) if c < args.n_trial] + [args.n_trial]
+    drift = _drift_factors(out)
     for layer in args.holdout:
         for seed in args.seeds:
             curves = {}
@@ -287,9 +320,20 @@ def main(argv=None) -> int:
             target = curves["xgb cold"][-1][2]
             n_cold, s_cold = _reach(curves["xgb cold"], target)
             n95_cold, _ = _reach(curves["xgb cold"], NEAR * target)
+            cold_rel = _rel(args.network, layer, "xgb cold", seed)
+            f_cold = drift.get(cold_rel)
             for row, c in curves.items():
                 n, s = _reach(c, target)
                 n95, s95 = _reach(c, NEAR * target)
+                f = drift.get(_rel(args.network, layer, row, seed))
+                corrected = {}
+                if f and f_cold:  # on the re-time's scale: the row's curve x its factor, the target x cold's
+                    cc = [(m, t, b * f) for m, t, b in c]
+                    nc, _ = _reach(cc, target * f_cold)
+                    nc95, _ = _reach(cc, NEAR * target * f_cold)
+                    corrected = {"drift_factor": f, "measurements_to_target": nc, "measurements_to_near": nc95,
+                                 "fewer_measurements": (n_cold / nc) if nc else None,
+                                 "fewer_measurements_to_near": (n95_cold / nc95) if nc95 else None}
                 entry = {
                     "layer": layer, "seed": seed, "row": row, "trials": len(c), "target_gflops": target,
                     "measurements_to_target": n, "wall_s_to_target": s, "wall_s_total": c[-1][1],
@@ -300,6 +344,7 @@ def main(argv=None) -> int:
                     "best_at": {str(k): _best_at(c, k) for k in checkpoints},
                     "timed_from_start": _rel(args.network, layer, row, seed) in starts,
                     "retimed_gflops": retimed.get(_rel(args.network, layer, row, seed)),
+                    "drift_corrected": corrected,
                 }
                 rows.append(entry)
                 table.setdefault(row, []).append(entry)
@@ -353,6 +398,31 @@ def main(argv=None) -> int:
                      f"{args.n_trial} / cold xgb's: logged {math.exp(sum(map(math.log, fb)) / len(fb)):.3f}"
                      + (f", re-timed side by side {math.exp(sum(map(math.log, fr)) / len(fr)):.3f}" if fr else "")
                      + f" (n={len(es)})")
+    gm = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))  # noqa: E731
+    corr = [e for e in rows if e["drift_corrected"]]
+    if corr:
+        lines += ["", "Drift-corrected: each log's curve multiplied by its drift factor (median over its re-timed configs "
+                  "of logged mean cost / re-timed fastest cost), the target by cold xgb's, so runs made in different "
+                  "sessions compare on the re-time's scale:", "",
+                  "| layer | seed | row | drift factor | measurements to target | x fewer | to 95% | x fewer to 95% |",
+                  "|---|---|---|---:|---:|---:|---:|---:|"]
+        for e in corr:
+            d = e["drift_corrected"]
+            lines.append(f"| conv2d.{e['layer']} | {e['seed']} | {e['row']} | {d['drift_factor']:.3f} | "
+                         f"{fmt(d['measurements_to_target'], 'd')} | {fmt(d['fewer_measurements'])} | "
+                         f"{fmt(d['measurements_to_near'], 'd')} | {fmt(d['fewer_measurements_to_near'])} |")
+        lines += ["", "Geometric means, drift-corrected (never reached: counted at the last trial, an upper bound):", ""]
+        cold_of = {(x["layer"], x["seed"]): x for x in rows if x["row"] == "xgb cold"}
+        for row in table:
+            es = [e for e in corr if e["row"] == row]
+            if not es:
+                continue
+            fm = [e["drift_corrected"]["fewer_measurements"]
+                  or cold_of[(e["layer"], e["seed"])]["measurements_to_target"] / args.n_trial for e in es]
+            fm95 = [e["drift_corrected"]["fewer_measurements_to_near"]
+                    or cold_of[(e["layer"], e["seed"])]["measurements_to_near"] / args.n_trial for e in es]
+            lines.append(f"- {row}: {gm(fm):.2f}x fewer measurements to cold xgb's best ({gm(fm95):.2f}x to "
+                         f"{NEAR:.0%}) (n={len(es)})")
     (out / "holdout.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
