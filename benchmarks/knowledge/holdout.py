@@ -15,7 +15,9 @@ layer so that the machine's load falls on cold and warm runs alike. The driver b
 from just before the ``release tune`` process starts (knowledge loading and the cost model's distillation
 count) to each logged measurement.
 
-Phase 3 re-times every run's 3 best configs side by side (all runs of a layer interleaved). Phase 4 (table): per layer and seed, cold xgb's best GFLOPS at ``--n-trial`` is the target; for every row the
+Phase 3 re-times every run's 3 best configs side by side (all runs of a layer interleaved).
+
+Phase 4 (table): per layer and seed, cold xgb's best GFLOPS at ``--n-trial`` is the target; for every row the
 measurements and wall seconds to reach it, and the best GFLOPS at equal measurements (64, 128, 256, n).
 Ratios are cold xgb's figure over the row's (higher is better for the row). A second table counts the
 measurements on each log's curve scaled to the re-time (its drift factor), for rows measured in other
