@@ -157,14 +157,12 @@ class ModelBenchConfig:
             raise TunerError(f"--n-trial {bad} must be positive integers (trials per model)")
         if cfg.checkpoints < 1:
             raise TunerError(f"--checkpoints {cfg.checkpoints} must be a positive integer")
-        from .tuners import TUNERS
+        from .tuners import MODEL_BASED, TUNERS
 
         unknown = [t for t in cfg.tuners if t != MS and split_tuner(t)[0] not in TUNERS]
         if unknown:
             raise TunerError(f"unknown tuners {unknown}; choose from {MS} (MetaSchedule tune_relax), "
                              f"{', '.join(TUNERS)} (a model-based one with '{WARM}': warm from --knowledge)")
-        from .tuners import MODEL_BASED
-
         warm = [t for t in cfg.tuners if split_tuner(t)[1]]
         cold_only = [t for t in warm if split_tuner(t)[0] not in MODEL_BASED]
         if cold_only:

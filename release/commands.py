@@ -223,12 +223,12 @@ def cmd_tune(args) -> int:
     from .tuners.model_based import ModelBasedTuner
 
     kdir, warm = _knowledge_for(args)
-    from .tuners import MODEL_BASED
+    from .tuners import MODEL_BASED, SEEDED_ONLY
 
     model_based = args.tuner in MODEL_BASED
-    seeded = args.tuner == "ms-evolutionary"  # takes the knowledge as seeds through its database, nothing else
+    seeded = args.tuner in SEEDED_ONLY
     if seeded and warm and args.knowledge_use not in (None, "seeds"):
-        raise TunerError(f"--knowledge-use {args.knowledge_use}: ms-evolutionary uses a knowledge base only as "
+        raise TunerError(f"--knowledge-use {args.knowledge_use}: {args.tuner} uses a knowledge base only as "
                          "seeds in its database; drop --knowledge-use or give seeds")
     if (model_based or seeded) and warm:
         from .knowledge import KnowledgeBase

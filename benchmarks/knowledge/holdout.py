@@ -106,6 +106,20 @@ def _tune(workload: str, tuner: str, n_trial: int, seed: int, log: Path, knowled
     return start
 
 
+def _fill_base(args, base: Path, workloads: list, extra_logs=()) -> None:
+    """Tune each source workload cold (``--source-tuner``, ``--source-trials``, seed 0; resumable), import
+    the logs (and ``extra_logs``) into the knowledge base ``base`` unless it exists, and show it."""
+    logs = []
+    for name in workloads:
+        log = args.out / "logs/sources" / f"{name}.{args.source_tuner}.s0.jsonl"
+        _tune(name, args.source_tuner, args.source_trials, 0, log, None)
+        logs.append(log)
+    if not base.exists():
+        subprocess.run(RELEASE + ["knowledge", "add", "--dir", str(base)] + [str(p) for p in logs] + list(extra_logs),
+                       check=True, cwd=ROOT)
+    subprocess.run(RELEASE + ["knowledge", "show", "--dir", str(base)], check=True, cwd=ROOT)
+
+
 def _curve(log: Path, start: float | None):
     """[(measurements, wall seconds since start, best GFLOPS so far)] of one log."""
     from release.measure import load_records
@@ -250,34 +264,18 @@ def main(argv=None) -> int:
     kb_cross = out / "kb-cross"
     if not args.report_only:
         # Phase 1: the sources, cold, then one base.
-        src_logs = []
-        for i in sources:
-            log = out / "logs/sources" / f"{args.network}.conv2d.{i}.{args.source_tuner}.s0.jsonl"
-            _tune(f"{args.network}.conv2d.{i}", args.source_tuner, args.source_trials, 0, log, None)
-            src_logs.append(log)
-        if not kb.exists():
-            subprocess.run(RELEASE + ["knowledge", "add", "--dir", str(kb)] + [str(p) for p in src_logs]
-                           + list(args.extra_source_logs), check=True, cwd=ROOT)
-        subprocess.run(RELEASE + ["knowledge", "show", "--dir", str(kb)], check=True, cwd=ROOT)
+        _fill_base(args, kb, [f"{args.network}.conv2d.{i}" for i in sources], args.extra_source_logs)
         if any(ROWS[r][1] == "seeds-xnet" for r in args.rows):
             # the second base: other networks' layers only, tuned as the sources above
             from release.workloads import list_workloads
 
             if args.network in args.cross_networks:
                 ap.error(f"--cross-networks holds {args.network}, the held-out network")
-            cross_logs = []
-            for w in list_workloads():
-                net, op, _ = w.name.split(".")
-                if net in args.cross_networks and op == "conv2d":
-                    log = out / "logs/sources" / f"{w.name}.{args.source_tuner}.s0.jsonl"
-                    _tune(w.name, args.source_tuner, args.source_trials, 0, log, None)
-                    cross_logs.append(log)
-            if not cross_logs:
+            names = [w.name for w in list_workloads()
+                     if w.name.split(".")[0] in args.cross_networks and w.name.split(".")[1] == "conv2d"]
+            if not names:
                 ap.error(f"--cross-networks {args.cross_networks}: no conv2d workload of these networks")
-            if not kb_cross.exists():
-                subprocess.run(RELEASE + ["knowledge", "add", "--dir", str(kb_cross)] + [str(p) for p in cross_logs],
-                               check=True, cwd=ROOT)
-            subprocess.run(RELEASE + ["knowledge", "show", "--dir", str(kb_cross)], check=True, cwd=ROOT)
+            _fill_base(args, kb_cross, names)
         # Phase 2: held-out layers, rows interleaved.
         for layer in args.holdout:
             for seed in args.seeds:
@@ -322,12 +320,12 @@ def main(argv=None) -> int:
             target = curves["xgb cold"][-1][2]
             n_cold, s_cold = _reach(curves["xgb cold"], target)
             n95_cold, _ = _reach(curves["xgb cold"], NEAR * target)
-            cold_rel = _rel(args.network, layer, "xgb cold", seed)
-            f_cold = drift.get(cold_rel)
+            f_cold = drift.get(_rel(args.network, layer, "xgb cold", seed))
             for row, c in curves.items():
+                rel = _rel(args.network, layer, row, seed)
                 n, s = _reach(c, target)
                 n95, s95 = _reach(c, NEAR * target)
-                f = drift.get(_rel(args.network, layer, row, seed))
+                f = drift.get(rel)
                 corrected = {}
                 if f and f_cold:  # on the re-time's scale: the row's curve x its factor, the target x cold's
                     cc = [(m, t, b * f) for m, t, b in c]
@@ -344,8 +342,8 @@ def main(argv=None) -> int:
                     "measurements_to_near": n95, "wall_s_to_near": s95,
                     "fewer_measurements_to_near": (n95_cold / n95) if n95 else None,
                     "best_at": {str(k): _best_at(c, k) for k in checkpoints},
-                    "timed_from_start": _rel(args.network, layer, row, seed) in starts,
-                    "retimed_gflops": retimed.get(_rel(args.network, layer, row, seed)),
+                    "timed_from_start": rel in starts,
+                    "retimed_gflops": retimed.get(rel),
                     "drift_corrected": corrected,
                 }
                 rows.append(entry)
@@ -386,6 +384,10 @@ def main(argv=None) -> int:
     lines += ["", "Geometric means over layers and seeds (a run that never reached the target counts as reaching "
               f"it at trial {args.n_trial}: its ratio is then an upper bound):", ""]
     import math
+
+    def gm(xs):
+        return math.exp(sum(map(math.log, xs)) / len(xs))
+
     for row, es in table.items():
         cold_n = {(x["layer"], x["seed"]): x["measurements_to_target"] for x in rows if x["row"] == "xgb cold"}
         fm = [e["fewer_measurements"] or cold_n[(e["layer"], e["seed"])] / args.n_trial for e in es]
@@ -395,12 +397,10 @@ def main(argv=None) -> int:
         cold_rt = {(x["layer"], x["seed"]): x["retimed_gflops"] for x in rows if x["row"] == "xgb cold"}
         fr = [e["retimed_gflops"] / cold_rt[(e["layer"], e["seed"])] for e in es
               if e["retimed_gflops"] and cold_rt.get((e["layer"], e["seed"]))]
-        lines.append(f"- {row}: {math.exp(sum(map(math.log, fm)) / len(fm)):.2f}x fewer measurements "
-                     f"({math.exp(sum(map(math.log, fm95)) / len(fm95)):.2f}x to {NEAR:.0%}); best at "
-                     f"{args.n_trial} / cold xgb's: logged {math.exp(sum(map(math.log, fb)) / len(fb)):.3f}"
-                     + (f", re-timed side by side {math.exp(sum(map(math.log, fr)) / len(fr)):.3f}" if fr else "")
+        lines.append(f"- {row}: {gm(fm):.2f}x fewer measurements ({gm(fm95):.2f}x to {NEAR:.0%}); best at "
+                     f"{args.n_trial} / cold xgb's: logged {gm(fb):.3f}"
+                     + (f", re-timed side by side {gm(fr):.3f}" if fr else "")
                      + f" (n={len(es)})")
-    gm = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))  # noqa: E731
     corr = [e for e in rows if e["drift_corrected"]]
     if corr:
         lines += ["", "Drift-corrected: each log's curve multiplied by its drift factor (median over its re-timed configs "

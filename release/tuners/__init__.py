@@ -24,6 +24,9 @@ TUNERS = {
 #: the tuners with a cost model (:class:`release.tuners.model_based.ModelBasedTuner`): they take
 #: ``plan_size``, ``knowledge``, ``local_search`` and start warm from a knowledge base
 MODEL_BASED = ("xgb", "sa-as", "rl", "release", "release+")
+#: tuners without a cost model of ours that take a knowledge base as transfer-tuning seeds only
+#: (MetaSchedule's search: through its database)
+SEEDED_ONLY = ("ms-evolutionary",)
 
 
 def get_tuner(name: str, task, seed: int | None = None, **kwargs) -> Tuner:
@@ -51,4 +54,4 @@ def get_tuner(name: str, task, seed: int | None = None, **kwargs) -> Tuner:
     return klass(task, seed=seed, **kwargs)
 
 
-__all__ = ["Tuner", "MeasureInput", "RandomTuner", "GridSearchTuner", "TUNERS", "MODEL_BASED", "get_tuner"]
+__all__ = ["Tuner", "MeasureInput", "RandomTuner", "GridSearchTuner", "TUNERS", "MODEL_BASED", "SEEDED_ONLY", "get_tuner"]
