@@ -824,22 +824,31 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
 
 
 def evaluate(model: Model, executable, number: int = 10, repeat: int = 5, check: bool = True,
-             rtol: float = 1e-3, atol: float = 1e-3, threads: int | None = None) -> dict:
+             rtol: float = 1e-3, atol: float = 1e-3, threads: int | None = None,
+             max_seconds: float | None = 30.0) -> dict:
     """Run ``executable`` on the model's inputs: compare with the reference and time it (CPU).
 
     Parameters
     ----------
+    number, repeat : int
+        ``repeat`` means of ``number`` runs each (TVM's ``time_evaluator``), after the first call
+        (the warm-up, which also gives the output checked).
     threads : int, optional
         Threads TVM's runtime runs the model with (:func:`release.threads.use_threads`); give the
         target's ``num-cores`` (:func:`release.threads.thread_count`). Default None: the pool as it
         is (TVM's own default is half the cores).
+    max_seconds : float or None
+        Bound on the timing's seconds, estimated from the first call: a slow executable (an untuned
+        VGG-16 here: ~10 s a run, 8 min at ``number=10, repeat=5``) gets fewer runs, ``number``
+        first (down to 1), then ``repeat`` (down to 3). Default 30; None: no bound.
 
     Returns
     -------
     dict
         ``latency_ms`` (median of ``repeat`` means of ``number`` runs), ``fastest_ms`` (the fastest
         of them, the statistic of :func:`release.reference.time_torch`), ``max_abs_err``,
-        ``threads`` (TVM's runtime thread count during the timing).
+        ``threads`` (TVM's runtime thread count during the timing), ``number`` and ``repeat``
+        (those used).
 
     Raises
     ------
@@ -856,8 +865,14 @@ def evaluate(model: Model, executable, number: int = 10, repeat: int = 5, check:
     dev = tvm.cpu(0)
     vm = relax.VirtualMachine(executable, dev)
     args = [tvm.runtime.tensor(x, dev) for x in model.inputs]
+    t0 = time.perf_counter()
     out = vm["main"](*args)
     outs = _flatten(out)
+    first_s = time.perf_counter() - t0
+    if max_seconds is not None and first_s * number * repeat > max_seconds:
+        number = max(1, int(max_seconds / (first_s * repeat)))
+        if first_s * number * repeat > max_seconds:
+            repeat = min(repeat, max(3, int(max_seconds / first_s)))
     err = 0.0
     if check:
         ref = model.reference()
@@ -870,7 +885,7 @@ def evaluate(model: Model, executable, number: int = 10, repeat: int = 5, check:
     timer = vm.time_evaluator("main", dev, number=number, repeat=repeat)
     res = timer(*args)
     return {"latency_ms": float(np.median(res.results)) * 1e3, "fastest_ms": float(np.min(res.results)) * 1e3,
-            "max_abs_err": err, "threads": runtime_threads()}
+            "max_abs_err": err, "threads": runtime_threads(), "number": number, "repeat": repeat}
 
 
 def torch_latency_ms(model: Model, number: int = 10, repeat: int = 7, threads: int | None = None) -> float:

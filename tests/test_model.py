@@ -79,6 +79,20 @@ def test_onnx_model_imports_compiles_and_matches(tmp_path):
     assert out["max_abs_err"] < 1e-5
 
 
+def test_evaluate_bounds_the_timing_of_a_slow_executable_by_its_first_call(two_layer_model):
+    """A slow model (an untuned VGG-16 here: ~10 s a run) gets fewer runs instead of minutes of
+    timing: ``number`` first (down to 1), then ``repeat`` (down to 3); a fast one keeps both."""
+    ex = M.compile_model(two_layer_model, "llvm")
+    assert {k: v for k, v in M.evaluate(two_layer_model, ex, number=4, repeat=5).items()
+            if k in ("number", "repeat")} == {"number": 4, "repeat": 5}  # well under 30 s
+    out = M.evaluate(two_layer_model, ex, number=10, repeat=7, max_seconds=1e-9)
+    assert (out["number"], out["repeat"]) == (1, 3) and out["latency_ms"] > 0
+    out = M.evaluate(two_layer_model, ex, number=10, repeat=2, max_seconds=1e-9)
+    assert (out["number"], out["repeat"]) == (1, 2)  # never more repeats than asked
+    out = M.evaluate(two_layer_model, ex, number=3, repeat=2, max_seconds=None)
+    assert (out["number"], out["repeat"]) == (3, 2)
+
+
 class Fft(torch.nn.Module):
     def forward(self, x):
         return torch.fft.rfft(x).abs()
