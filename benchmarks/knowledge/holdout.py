@@ -9,6 +9,12 @@ layer of ``--cross-networks`` only (default VGG-16 and AlexNet: no layer of the 
 the same seeds through its database (MetaSchedule reads only the tuned workload's records from a database,
 so the seeds are how the same knowledge reaches it).
 
+A held-out layer may also be a source (``--holdout 3 --sources 1 2 3 ...``): its base then leaves it out
+(leave-one-out, ``kb-sources-no3``), so every layer can be held out in turn against the others. The row
+"release+ seeds, sources tuned longer" reads a base of the same sources tuned ``--long-source-trials`` (512)
+trials each instead of ``--source-trials`` (96): the knowledge of a user who tuned those layers fully
+(``logs/sources-512/``, each run resumed from a copy of its 96-trial log).
+
 Phase 2 (held out): for each held-out layer and seed, cold XGBTuner (AutoTVM's, ``--no-knowledge``) and the
 warm rows (each on its own copy of the source base, so no warm run sees another's records), interleaved per
 layer so that the machine's load falls on cold and warm runs alike. The driver books each run's wall time
@@ -64,6 +70,9 @@ ROWS = {
     # MetaSchedule's evolutionary search, cold and given the same seeds through its database (the fair comparison)
     "ms cold": ("ms-evolutionary", "cold"),
     "ms seeds": ("ms-evolutionary", "seeds"),
+    # the same seeds from a base of the same source layers tuned longer (--long-source-trials, default 512):
+    # knowledge as a user who tuned those layers fully before would have it
+    "release+ seeds, sources tuned longer": ("release+", "seeds-long"),
 }
 #: rows reported when their logs exist, never run by this version: warm runs of the code before the first
 #: warm round was made half random and the transfer weighted by its ranking of own data (commit 7f865fe)
@@ -106,13 +115,45 @@ def _tune(workload: str, tuner: str, n_trial: int, seed: int, log: Path, knowled
     return start
 
 
-def _fill_base(args, base: Path, workloads: list, extra_logs=()) -> None:
-    """Tune each source workload cold (``--source-tuner``, ``--source-trials``, seed 0; resumable), import
-    the logs (and ``extra_logs``) into the knowledge base ``base`` unless it exists, and show it."""
+def _log_workload(path) -> str:
+    """The registered workload name of a log (its first record's task name, without a layout suffix)."""
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                return json.loads(line)["task"].split("/")[0].split("-")[0]
+    return ""
+
+
+def base_sources(layer: int, sources: list, extra_logs=(), network: str = "resnet18"):
+    """The source layers and extra logs of held-out ``layer``'s knowledge base, and the base's suffix.
+
+    Leave-one-out: a held-out layer is never a source of its own base. A layer outside ``sources`` reads
+    the base of every source (suffix ""); a layer among them reads a base of the others (suffix
+    ``"-no<layer>"``), without the extra logs of that layer either.
+    """
+    own = f"{network}.conv2d.{layer}"
+    if layer not in sources:
+        return list(sources), list(extra_logs), ""
+    return ([i for i in sources if i != layer], [p for p in extra_logs if _log_workload(p) != own],
+            f"-no{layer}")
+
+
+def _fill_base(args, base: Path, workloads: list, extra_logs=(), trials: int | None = None,
+               folder: str = "sources") -> None:
+    """Tune each source workload cold (``--source-tuner``, ``trials`` (default ``--source-trials``), seed 0;
+    resumable: ``logs/<folder>/``), import the logs (and ``extra_logs``) into the knowledge base ``base``
+    unless it exists, and show it. A longer run of a source starts from a copy of its ``logs/sources`` log
+    (``release tune`` resumes it), so the two bases share their first ``--source-trials`` records."""
+    trials = trials or args.source_trials
     logs = []
     for name in workloads:
-        log = args.out / "logs/sources" / f"{name}.{args.source_tuner}.s0.jsonl"
-        _tune(name, args.source_tuner, args.source_trials, 0, log, None)
+        log = args.out / "logs" / folder / f"{name}.{args.source_tuner}.s0.jsonl"
+        short = args.out / "logs/sources" / log.name
+        if folder != "sources" and not log.exists():
+            _tune(name, args.source_tuner, args.source_trials, 0, short, None)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(short, log)
+        _tune(name, args.source_tuner, trials, 0, log, None)
         logs.append(log)
     if not base.exists():
         subprocess.run(RELEASE + ["knowledge", "add", "--dir", str(base)] + [str(p) for p in logs] + list(extra_logs),
@@ -234,12 +275,16 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, default=12, help="conv2d layers of the network (1..N)")
     ap.add_argument("--holdout", type=int, nargs="+", default=[4, 8, 12])
     ap.add_argument("--sources", type=int, nargs="+", default=None,
-                    help="source layers (None: every layer not held out); never one held out")
+                    help="source layers (None: every layer not held out); a held-out layer among them is left "
+                         "out of its own base (leave-one-out: base kb-sources-no<layer>)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--n-trial", type=int, default=512)
     ap.add_argument("--rows", nargs="+", default=["xgb cold", "xgb warm", "release+ warm"], choices=list(ROWS))
     ap.add_argument("--source-tuner", default="xgb")
     ap.add_argument("--source-trials", type=int, default=96)
+    ap.add_argument("--long-source-trials", type=int, default=512,
+                    help="trials of each source in the base of the row 'release+ seeds, sources tuned longer' "
+                         "(kb-sources<N>; logs/sources-<N>/, resumed from logs/sources/)")
     ap.add_argument("--extra-source-logs", nargs="*", default=[],
                     help="earlier logs of source layers on this host to add to the base")
     ap.add_argument("--cross-networks", nargs="*", default=["vgg16", "alexnet"],
@@ -258,13 +303,27 @@ def main(argv=None) -> int:
     starts = json.loads(starts_file.read_text()) if starts_file.exists() else {}
 
     sources = args.sources or [i for i in range(1, args.layers + 1) if i not in args.holdout]
-    if set(sources) & set(args.holdout):
-        ap.error(f"--sources {sorted(set(sources) & set(args.holdout))} are held out: a held-out layer is never a source")
-    kb = out / "kb-sources"
     kb_cross = out / "kb-cross"
+    bases: dict = {}
+
+    def base_of(layer: int, tag: str) -> Path:
+        """Held-out ``layer``'s knowledge base for a row of ``tag`` (made once, phase 1 of that base)."""
+        if tag == "seeds-xnet":
+            return kb_cross
+        names, extra, suffix = base_sources(layer, sources, args.extra_source_logs, args.network)
+        long = tag == "seeds-long"
+        path = out / (f"kb-sources{args.long_source_trials if long else ''}{suffix}")
+        if path not in bases:
+            _fill_base(args, path, [f"{args.network}.conv2d.{i}" for i in names], extra,
+                       trials=args.long_source_trials if long else None,
+                       folder=f"sources-{args.long_source_trials}" if long else "sources")
+            bases[path] = True
+        return path
+
     if not args.report_only:
-        # Phase 1: the sources, cold, then one base.
-        _fill_base(args, kb, [f"{args.network}.conv2d.{i}" for i in sources], args.extra_source_logs)
+        # Phase 1: the sources, cold, then one base per held-out layer and kind of row (made when first needed).
+        for layer in args.holdout:
+            base_of(layer, "seeds")
         if any(ROWS[r][1] == "seeds-xnet" for r in args.rows):
             # the second base: other networks' layers only, tuned as the sources above
             from release.workloads import list_workloads
@@ -281,16 +340,14 @@ def main(argv=None) -> int:
             for seed in args.seeds:
                 for row in args.rows:
                     tuner, tag = ROWS[row]
-                    warm = tag in ("warm", "seeds", "seeds-xnet")
+                    warm = tag == "warm" or tag.startswith("seeds")
                     use = "seeds" if tag.startswith("seeds") else None
-                    base = kb_cross if tag == "seeds-xnet" else kb
-                    tag = f"{tuner}.{tag}.s{seed}"
                     log = out / _rel(args.network, layer, row, seed)
                     kb_copy = None
                     if warm:
-                        kb_copy = out / "kb-runs" / f"conv2d.{layer}.{tag}"
+                        kb_copy = out / "kb-runs" / f"conv2d.{layer}.{tuner}.{tag}.s{seed}"
                         if not kb_copy.exists():
-                            shutil.copytree(base, kb_copy)
+                            shutil.copytree(base_of(layer, tag), kb_copy)
                     start = _tune(f"{args.network}.conv2d.{layer}", tuner, args.n_trial, seed, log, kb_copy,
                                   use, args.early_termination)
                     if start is not None and _n_records(log) == args.n_trial:
@@ -362,6 +419,9 @@ def main(argv=None) -> int:
              "",
              f"Sources: conv2d.{{{','.join(map(str, sources))}}}, {args.source_tuner}, {args.source_trials} trials each"
              + (f", plus {len(args.extra_source_logs)} earlier logs" if args.extra_source_logs else "") + ".",
+             f"A held-out layer among the sources reads a base of the other sources only (leave-one-out). "
+             f"Row 'release+ seeds, sources tuned longer': a base of the same sources tuned {args.long_source_trials} "
+             f"trials each ({args.source_tuner}, the first {args.source_trials} the same runs).",
              f"Rows '..., across networks': a second base of every conv2d layer of {', '.join(args.cross_networks)} "
              f"only ({args.source_tuner}, {args.source_trials} trials each; no {args.network} layer).",
              f"Target per layer and seed: cold xgb's best GFLOPS at {args.n_trial} trials. 'x fewer' = cold xgb's "
