@@ -75,9 +75,8 @@ class ReleaseTuner(ModelBasedTuner):
         resnet18.conv2d.2 -> .6 (release+, 3 seeds, 256 trials) it did not help: 0.88x the fresh agent's
         best GFLOPS (``benchmarks/warm_start/``), so it is off by default.
     knowledge : str, KnowledgeBase or list of Record, optional
-        Start warm from a knowledge base: the cost model is transferred from its records of this
-        target on program features (:mod:`release.cost_model.transfer`), so the agent searches
-        against it from the first round (no random warm-up round). None (default): cold.
+        Start warm from a knowledge base's records of this target, as ``knowledge_use`` says
+        (default: transfer-tuning seeds measured first). None (default): cold.
     knowledge_use : str
         How ``knowledge`` is used (:data:`release.tuners.presets.KNOWLEDGE_USES`): ``"seeds"``
         (default) the best configs of the knowledge's workloads carried into this space are

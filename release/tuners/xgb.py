@@ -70,9 +70,8 @@ class XGBTuner(ModelBasedTuner):
         Seed of the random configs; the parts' seeds derive from it
         (:func:`release.tuners.presets.child_seed`).
     knowledge : str, KnowledgeBase or list of Record, optional
-        Start warm from a knowledge base (see :mod:`release.cost_model.transfer`): the first
-        plan comes from a cost model transferred from the base's records of this target, not
-        from ``plan_size`` random configs. None (default): AutoTVM's cold start.
+        Start warm from a knowledge base's records of this target, as ``knowledge_use`` says
+        (default: transfer-tuning seeds measured first). None (default): AutoTVM's cold start.
     knowledge_use : str
         How ``knowledge`` is used (:data:`release.tuners.presets.KNOWLEDGE_USES`): ``"seeds"``
         (default) the best configs of the knowledge's workloads carried into this space are
