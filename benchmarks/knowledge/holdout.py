@@ -13,7 +13,7 @@ A held-out layer may also be a source (``--holdout 3 --sources 1 2 3 ...``): its
 (leave-one-out, ``kb-sources-no3``), so every layer can be held out in turn against the others. The row
 "release+ seeds, sources tuned longer" reads a base of the same sources tuned ``--long-source-trials`` (512)
 trials each instead of ``--source-trials`` (96): the knowledge of a user who tuned those layers fully
-(``logs/sources-512/``, each run resumed from a copy of its 96-trial log).
+(``logs/sources-512/``, fresh runs).
 
 Phase 2 (held out): for each held-out layer and seed, cold XGBTuner (AutoTVM's, ``--no-knowledge``) and the
 warm rows (each on its own copy of the source base, so no warm run sees another's records), interleaved per
@@ -142,17 +142,13 @@ def _fill_base(args, base: Path, workloads: list, extra_logs=(), trials: int | N
                folder: str = "sources") -> None:
     """Tune each source workload cold (``--source-tuner``, ``trials`` (default ``--source-trials``), seed 0;
     resumable: ``logs/<folder>/``), import the logs (and ``extra_logs``) into the knowledge base ``base``
-    unless it exists, and show it. A longer run of a source starts from a copy of its ``logs/sources`` log
-    (``release tune`` resumes it), so the two bases share their first ``--source-trials`` records."""
+    unless it exists, and show it. Runs of another length are fresh runs, not the shorter ones resumed: a
+    log resumed in another session would rank records of two days of this VM's speed side by side (it moves
+    by 10-20 % between sessions), and the seeds are each workload's best logged records."""
     trials = trials or args.source_trials
     logs = []
     for name in workloads:
         log = args.out / "logs" / folder / f"{name}.{args.source_tuner}.s0.jsonl"
-        short = args.out / "logs/sources" / log.name
-        if folder != "sources" and not log.exists():
-            _tune(name, args.source_tuner, args.source_trials, 0, short, None)
-            log.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(short, log)
         _tune(name, args.source_tuner, trials, 0, log, None)
         logs.append(log)
     if not base.exists():
@@ -284,7 +280,7 @@ def main(argv=None) -> int:
     ap.add_argument("--source-trials", type=int, default=96)
     ap.add_argument("--long-source-trials", type=int, default=512,
                     help="trials of each source in the base of the row 'release+ seeds, sources tuned longer' "
-                         "(kb-sources<N>; logs/sources-<N>/, resumed from logs/sources/)")
+                         "(kb-sources<N>; fresh runs in logs/sources-<N>/)")
     ap.add_argument("--extra-source-logs", nargs="*", default=[],
                     help="earlier logs of source layers on this host to add to the base")
     ap.add_argument("--cross-networks", nargs="*", default=["vgg16", "alexnet"],
@@ -421,7 +417,7 @@ def main(argv=None) -> int:
              + (f", plus {len(args.extra_source_logs)} earlier logs" if args.extra_source_logs else "") + ".",
              f"A held-out layer among the sources reads a base of the other sources only (leave-one-out). "
              f"Row 'release+ seeds, sources tuned longer': a base of the same sources tuned {args.long_source_trials} "
-             f"trials each ({args.source_tuner}, the first {args.source_trials} the same runs).",
+             f"trials each ({args.source_tuner}, fresh runs: logs/sources-{args.long_source_trials}/).",
              f"Rows '..., across networks': a second base of every conv2d layer of {', '.join(args.cross_networks)} "
              f"only ({args.source_tuner}, {args.source_trials} trials each; no {args.network} layer).",
              f"Target per layer and seed: cold xgb's best GFLOPS at {args.n_trial} trials. 'x fewer' = cold xgb's "
