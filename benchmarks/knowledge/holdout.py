@@ -13,7 +13,7 @@ A held-out layer may also be a source (``--holdout 3 --sources 1 2 3 ...``): its
 (leave-one-out, ``kb-sources-no3``), so every layer can be held out in turn against the others. The row
 "release+ seeds, sources tuned longer" reads a base of the same sources tuned ``--long-source-trials`` (512)
 trials each instead of ``--source-trials`` (96): the knowledge of a user who tuned those layers fully
-(``logs/sources-512/``, fresh runs).
+(``logs/sources-512/``, fresh runs; ``--extra-source-logs`` are not added to it).
 
 Phase 2 (held out): for each held-out layer and seed, cold XGBTuner (AutoTVM's, ``--no-knowledge``) and the
 warm rows (each on its own copy of the source base, so no warm run sees another's records), interleaved per
@@ -310,7 +310,8 @@ def main(argv=None) -> int:
         long = tag == "seeds-long"
         path = out / (f"kb-sources{args.long_source_trials if long else ''}{suffix}")
         if path not in bases:
-            _fill_base(args, path, [f"{args.network}.conv2d.{i}" for i in names], extra,
+            # the longer base holds only its fresh runs (one day of this VM's speed), no --extra-source-logs
+            _fill_base(args, path, [f"{args.network}.conv2d.{i}" for i in names], [] if long else extra,
                        trials=args.long_source_trials if long else None,
                        folder=f"sources-{args.long_source_trials}" if long else "sources")
             bases[path] = True
@@ -417,7 +418,7 @@ def main(argv=None) -> int:
              + (f", plus {len(args.extra_source_logs)} earlier logs" if args.extra_source_logs else "") + ".",
              f"A held-out layer among the sources reads a base of the other sources only (leave-one-out). "
              f"Row 'release+ seeds, sources tuned longer': a base of the same sources tuned {args.long_source_trials} "
-             f"trials each ({args.source_tuner}, fresh runs: logs/sources-{args.long_source_trials}/).",
+             f"trials each ({args.source_tuner}, fresh runs: logs/sources-{args.long_source_trials}/, no extra logs).",
              f"Rows '..., across networks': a second base of every conv2d layer of {', '.join(args.cross_networks)} "
              f"only ({args.source_tuner}, {args.source_trials} trials each; no {args.network} layer).",
              f"Target per layer and seed: cold xgb's best GFLOPS at {args.n_trial} trials. 'x fewer' = cold xgb's "
