@@ -253,8 +253,6 @@ def cmd_tune(args) -> int:
             if (model_based or seeded) and warm else (None, None)
         if not (model_based or seeded):
             what = f"not used by {args.tuner}"
-        elif not warm:
-            what = "not read (a cold start, AutoTVM's; --knowledge to start warm from it)"
         elif not n_rec:
             what = "no records of this target yet (cold start)"
         elif tuner.seeds:
@@ -319,8 +317,9 @@ def cmd_tune(args) -> int:
 
 def _knowledge_for(args):
     """``(folder, warm)`` of ``--knowledge [DIR]`` / ``--no-knowledge`` (``tune`` and ``tune-model``):
-    the knowledge base this run adds its records to (None when disabled: ``--no-knowledge`` or
-    ``RELEASE_KNOWLEDGE=off``), and whether model-based tuners start warm from it (``--knowledge``).
+    the knowledge base this run reads and adds its records to (``--knowledge DIR``, else the default
+    folder; None when disabled: ``--no-knowledge`` or ``RELEASE_KNOWLEDGE=off``), and whether
+    model-based tuners start warm from it (whenever there is one: warm start is the CLI's default).
 
     Raises
     ------
@@ -331,21 +330,23 @@ def _knowledge_for(args):
     """
     from .knowledge import KnowledgeBase, knowledge_dir
 
-    if getattr(args, "knowledge_use", None) and args.knowledge is None:
-        raise TunerError(f"--knowledge-use {args.knowledge_use} says how to use a knowledge base, but none is read; "
-                         "add --knowledge [DIR]")
+    use = getattr(args, "knowledge_use", None)
     if args.no_knowledge:
         if args.knowledge is not None:
             raise TunerError(f"--knowledge {args.knowledge} and --no-knowledge contradict each other; give one")
+        if use:
+            raise TunerError(f"--knowledge-use {use} says how to use a knowledge base, but --no-knowledge reads "
+                             "none; drop one of them")
         return None, False
     kdir = knowledge_dir(args.knowledge or None)
     if kdir is None:
-        if args.knowledge is not None:
-            raise TunerError(f"--knowledge was given but knowledge is disabled (RELEASE_KNOWLEDGE="
-                             f"{os.environ.get('RELEASE_KNOWLEDGE')}); pass a folder, --knowledge DIR")
+        if args.knowledge is not None or use:
+            raise TunerError(f"{'--knowledge' if args.knowledge is not None else f'--knowledge-use {use}'} was given "
+                             f"but knowledge is disabled (RELEASE_KNOWLEDGE={os.environ.get('RELEASE_KNOWLEDGE')}); "
+                             "pass a folder, --knowledge DIR")
         return None, False
     KnowledgeBase(kdir)  # a file given as the folder: its one-line error now, before any work
-    return kdir, args.knowledge is not None
+    return kdir, True
 
 
 def _print_usage(args, task, log) -> None:
@@ -385,16 +386,14 @@ def _check_best(task, log) -> int:
 def _add_knowledge_args(p) -> None:
     """``--knowledge [DIR]`` / ``--no-knowledge``, shared by ``tune`` and ``tune-model``."""
     p.add_argument("--knowledge", nargs="?", const="", default=None, metavar="DIR",
-                   help="start model-based tuners warm from this knowledge base's records of this target (release tune "
-                        "--tuner ms-evolutionary: as seeds in its database) (no DIR: "
-                        "$RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge). Without it the run starts cold "
-                        "(measured on held-out layers: the warm start leads at first, then stays on the "
-                        "knowledge's region and ends below the cold run; benchmarks/results/knowledge/) and only "
-                        "adds its records and programs to the default base")
+                   help="the knowledge base this run starts warm from (model-based tuners, and ms-evolutionary as seeds "
+                        "in its database) and adds its records and programs to (default, also with no DIR: "
+                        "$RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge). An empty base, or one with no "
+                        "records of this target, is a cold start (AutoTVM's)")
     p.add_argument("--no-knowledge", action="store_true",
-                   help="neither read nor write a knowledge base")
+                   help="neither read nor write a knowledge base: a cold start, as AutoTVM's tuners")
     p.add_argument("--knowledge-use", choices=["model", "seeds"], default=None,
-                   help="with --knowledge: 'seeds' (used when this is not given) measures the best configs of the knowledge's "
+                   help="how the knowledge base starts the run warm: 'seeds' (the default) measures the best configs of the knowledge's "
                         "workloads, carried into this task's space, in the first round and keeps AutoTVM's own "
                         "cost model (transfer-tuning); 'model' trains a cost model on the knowledge's program "
                         "features (measured worse on held-out layers: benchmarks/results/knowledge/holdout/)")
@@ -456,8 +455,7 @@ def cmd_tune_model(args) -> int:
         kwargs["knowledge_use"] = args.knowledge_use
     if kdir is not None:
         print(f"knowledge {kdir}: " + ("model-based tuners start warm from its records of this target; " if warm
-                                       else f"not used by {args.tuner}; " if args.tuner not in MODEL_BASED
-                                       else "not read (a cold start; --knowledge to start warm from it); ")
+                                       else f"not used by {args.tuner}; ")
               + ("this run's records are added to it" if not args.ray else
                  ("read by each Ray worker, " if warm else "") + "this run's records are not added (--ray)"))
     from .knowledge.use import log_to_knowledge

@@ -130,14 +130,19 @@ def test_tuner_with_seeds_measures_them_first_then_random_then_its_own_model(mat
         get_tuner("xgb", matmul_task, knowledge=records, knowledge_use="both")
 
 
-def test_cli_knowledge_use_needs_knowledge(tmp_path):
+def test_cli_knowledge_use_needs_a_knowledge_base_to_read(tmp_path):
+    import os
     import subprocess
 
-    out = subprocess.run([sys.executable, "-m", "release.cli", "tune", "--workload", "tiny.matmul.1",
-                          "--knowledge-use", "seeds", "--n-trial", "4"], capture_output=True, text=True,
-                         cwd=tmp_path)
+    cmd = [sys.executable, "-m", "release.cli", "tune", "--workload", "tiny.matmul.1", "--knowledge-use", "seeds",
+           "--n-trial", "4"]
+    out = subprocess.run(cmd + ["--no-knowledge"], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 2, out.stderr
-    assert "--knowledge-use seeds" in out.stderr and "add --knowledge" in out.stderr
+    assert "--knowledge-use seeds" in out.stderr and "--no-knowledge reads none" in out.stderr
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=dict(os.environ, RELEASE_KNOWLEDGE="off"))
+    assert out.returncode == 2, out.stderr
+    assert "--knowledge-use seeds was given but knowledge is disabled (RELEASE_KNOWLEDGE=off)" in out.stderr
+    assert not list(tmp_path.glob("runs/*.jsonl"))  # nothing ran
 
 
 def test_ms_evolutionary_takes_the_same_seeds_through_its_database(matmul_task, wide_matmul):

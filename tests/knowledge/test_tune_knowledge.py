@@ -1,4 +1,4 @@
-"""`release tune --knowledge DIR / --no-knowledge / --local-search` (issue 17): real runs of tiny.matmul.1.
+"""`release tune [--knowledge DIR] / --no-knowledge / --local-search` (issue 17): real runs of tiny.matmul.1.
 
 Every run here points the knowledge base at a temporary folder (``--knowledge`` or ``RELEASE_KNOWLEDGE``,
 set per test by tests/conftest.py), never the user's cache.
@@ -53,13 +53,23 @@ def test_tune_adds_its_records_to_the_knowledge_base_unless_told_not_to(tmp_path
                 "--log", str(tmp_path / "b.jsonl"), "--no-knowledge", *FAST, env=env)
     assert p.returncode == 0, p.stderr
     assert "knowledge" not in p.stdout and len(KnowledgeBase(default).records()) == 3
-    # a model-based tuner does not read the base unless --knowledge: a cold start that still adds its records
+    # a model-based tuner reads the default base without being asked (the CLI's warm start): its first round
+    # measures this task's best records of the random run first (plan size 4: 2 seeds), and it adds its own
     p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--plan-size", "4", "--n-trial", "2",
                 "--seed", "2", "--log", str(tmp_path / "c.jsonl"), *FAST, env=env)
     assert p.returncode == 0, p.stderr
-    assert f"knowledge {default}: not read (a cold start, AutoTVM's; --knowledge to start warm from it); " \
-           "this run's records are added to it" in p.stdout
-    assert "knowledge used" not in p.stdout and len(KnowledgeBase(default).records()) >= 4
+    assert f"knowledge {default}: 2 seed configs carried over from the best of 1 workloads (3 records on this " \
+           "target), measured first; this run's records are added to it" in p.stdout, p.stdout
+    from release.measure import load_records
+
+    first = sorted((r for r in load_records(str(tmp_path / "a.jsonl")) if r.ok), key=lambda r: -r.gflops)
+    assert [tuple(r.config) for r in load_records(str(tmp_path / "c.jsonl"))] == [tuple(r.config) for r in first[:2]]
+    assert len(KnowledgeBase(default).records()) == 3  # the same two configs again: records the base holds
+    # an empty base is a cold start, and says so
+    p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--plan-size", "4", "--n-trial", "1",
+                "--seed", "2", "--log", str(tmp_path / "c2.jsonl"), "--knowledge", str(tmp_path / "empty"), *FAST)
+    assert p.returncode == 0, p.stderr
+    assert "no records of this target yet (cold start)" in p.stdout, p.stdout
     # a bare --knowledge reads the default base ($RELEASE_KNOWLEDGE here): the transferred model has too few
     # records yet to start warm; seeds (the default use) start from this task's own earlier best configs
     p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--plan-size", "4", "--n-trial", "1",
