@@ -454,7 +454,14 @@ def main(argv=None) -> int:
         cold_rt = {(x["layer"], x["seed"]): x["retimed_gflops"] for x in rows if x["row"] == "xgb cold"}
         fr = [e["retimed_gflops"] / cold_rt[(e["layer"], e["seed"])] for e in es
               if e["retimed_gflops"] and cold_rt.get((e["layer"], e["seed"]))]
-        lines.append(f"- {row}: {gm(fm):.2f}x fewer measurements ({gm(fm95):.2f}x to {NEAR:.0%}); best at "
+        # wall: a run that never reached the target counts its whole run (an upper bound on its ratio)
+        cold_w = {(x["layer"], x["seed"]): x for x in rows if x["row"] == "xgb cold"}
+        fw = [cold_w[(e["layer"], e["seed"])]["wall_s_to_target"] / (e["wall_s_to_target"] or e["wall_s_total"])
+              for e in es]
+        fw95 = [cold_w[(e["layer"], e["seed"])]["wall_s_to_near"] / (e["wall_s_to_near"] or e["wall_s_total"])
+                for e in es]
+        lines.append(f"- {row}: {gm(fm):.2f}x fewer measurements ({gm(fm95):.2f}x to {NEAR:.0%}), "
+                     f"{gm(fw):.2f}x less wall time ({gm(fw95):.2f}x to {NEAR:.0%}); best at "
                      f"{args.n_trial} / cold xgb's: logged {gm(fb):.3f}"
                      + (f", re-timed side by side {gm(fr):.3f}" if fr else "")
                      + f" (n={len(es)})")
@@ -492,18 +499,36 @@ def main(argv=None) -> int:
         cells = sorted({(e["layer"], e["seed"]) for e in rows})
         if not cells:
             return 0  # no layer has its cold xgb run among --rows: nothing to compare or plot
-        fig, axes = plt.subplots(1, len(cells), figsize=(4.5 * len(cells), 3.5), squeeze=False)
-        for ax, (layer, seed) in zip(axes[0], cells):
-            for row in [*args.rows, *REPORT_ONLY]:
+        # one row of panels per layer, one column per seed; one colour per table row in every panel; the
+        # measurement axis is logarithmic (a warm start's first few measurements are where it differs)
+        layers = list(dict.fromkeys(layer for layer, _ in cells))
+        seeds = sorted({seed for _, seed in cells})
+        names = [r for r in [*args.rows, *REPORT_ONLY] if r in table]
+        colour = {r: plt.get_cmap("tab20")(i % 20) for i, r in enumerate(names)}
+        fig, axes = plt.subplots(len(layers), len(seeds), figsize=(4.2 * len(seeds), 3.0 * len(layers) + 1.2),
+                                 squeeze=False, layout="constrained")
+        for (i, layer), (j, seed) in ((a, b) for a in enumerate(layers) for b in enumerate(seeds)):
+            ax = axes[i][j]
+            if (layer, seed) not in cells:
+                ax.set_axis_off()
+                continue
+            for row in names:
                 rel = _rel(args.network, layer, row, seed)
                 if (out / rel).exists():
                     c = _curve(out / rel, starts.get(rel))
-                    ax.plot([m for m, _, _ in c], [b for _, _, b in c], label=row)
-            ax.set_title(f"{args.network}.conv2d.{layer}, seed {seed}")
-            ax.set_xlabel("measurements")
-            ax.set_ylabel("best GFLOPS")
-            ax.legend(fontsize=8)
-        fig.tight_layout()
+                    ax.plot([m for m, _, _ in c], [b for _, _, b in c], color=colour[row], label=row,
+                            lw=2.0 if row == "xgb cold" else 1.2)
+            target = next((e["target_gflops"] for e in rows if e["row"] == "xgb cold" and e["layer"] == layer
+                           and e["seed"] == seed), None)
+            if target:
+                ax.axhline(target, color="grey", ls=":", lw=1)
+            ax.set_xscale("log")
+            ax.set_title(f"{args.network}.conv2d.{layer}, seed {seed}", fontsize=10)
+            ax.set_xlabel("measurements (log)", fontsize=8)
+            ax.set_ylabel("best GFLOPS (logged)", fontsize=8)
+        handles = {h.get_label(): h for ax in axes.flat for h in ax.get_lines() if not h.get_label().startswith("_")}
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=3, fontsize=8,
+                   title="dotted: cold xgb's best at the last trial (the target)")
         fig.savefig(out / "holdout.png", dpi=110)
     except ImportError:
         pass
