@@ -253,6 +253,9 @@ def cmd_tune(args) -> int:
             if (model_based or seeded) and warm else (None, None)
         if not (model_based or seeded):
             what = f"not used by {args.tuner}"
+        elif not warm:
+            what = (f"not read by {args.tuner}, a baseline: it starts cold as its own tuner does (--knowledge "
+                    "to start it warm)")
         elif not n_rec:
             what = "no records of this target yet (cold start)"
         elif tuner.seeds:
@@ -317,9 +320,11 @@ def cmd_tune(args) -> int:
 
 def _knowledge_for(args):
     """``(folder, warm)`` of ``--knowledge [DIR]`` / ``--no-knowledge`` (``tune`` and ``tune-model``):
-    the knowledge base this run reads and adds its records to (``--knowledge DIR``, else the default
-    folder; None when disabled: ``--no-knowledge`` or ``RELEASE_KNOWLEDGE=off``), and whether
-    model-based tuners start warm from it (whenever there is one: warm start is the CLI's default).
+    the knowledge base this run adds its records to (``--knowledge DIR``, else the default folder; None
+    when disabled: ``--no-knowledge`` or ``RELEASE_KNOWLEDGE=off``), and whether the tuner starts warm
+    from it: ours (``WARM_BY_DEFAULT``: rl, release, release+) always, a baseline (xgb, sa-as,
+    ms-evolutionary) only when ``--knowledge`` or ``--knowledge-use`` asks (AutoTVM's and MetaSchedule's
+    tuners start cold).
 
     Raises
     ------
@@ -346,7 +351,9 @@ def _knowledge_for(args):
                              "pass a folder, --knowledge DIR")
         return None, False
     KnowledgeBase(kdir)  # a file given as the folder: its one-line error now, before any work
-    return kdir, True
+    from .tuners import WARM_BY_DEFAULT
+
+    return kdir, args.knowledge is not None or bool(use) or args.tuner in WARM_BY_DEFAULT
 
 
 def _print_usage(args, task, log) -> None:
@@ -386,10 +393,11 @@ def _check_best(task, log) -> int:
 def _add_knowledge_args(p) -> None:
     """``--knowledge [DIR]`` / ``--no-knowledge``, shared by ``tune`` and ``tune-model``."""
     p.add_argument("--knowledge", nargs="?", const="", default=None, metavar="DIR",
-                   help="the knowledge base this run starts warm from (model-based tuners, and ms-evolutionary as seeds "
-                        "in its database) and adds its records and programs to (default, also with no DIR: "
-                        "$RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge). An empty base, or one with no "
-                        "records of this target, is a cold start (AutoTVM's)")
+                   help="the knowledge base this run adds its records and programs to and starts warm from (default, "
+                        "also with no DIR: $RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge). Our tuners (rl, "
+                        "release, release+) always start warm from it; the baselines (xgb, sa-as, and "
+                        "ms-evolutionary as seeds in its database) only when --knowledge is given. An empty base, or "
+                        "one with no records of this target, is a cold start (AutoTVM's)")
     p.add_argument("--no-knowledge", action="store_true",
                    help="neither read nor write a knowledge base: a cold start, as AutoTVM's tuners")
     p.add_argument("--knowledge-use", choices=["model", "seeds"], default=None,
@@ -455,7 +463,9 @@ def cmd_tune_model(args) -> int:
         kwargs["knowledge_use"] = args.knowledge_use
     if kdir is not None:
         print(f"knowledge {kdir}: " + ("model-based tuners start warm from its records of this target; " if warm
-                                       else f"not used by {args.tuner}; ")
+                                       else f"not used by {args.tuner}; " if args.tuner not in MODEL_BASED
+                                       else f"not read by {args.tuner}, a baseline: it starts cold as its own "
+                                            "tuner does (--knowledge to start it warm); ")
               + ("this run's records are added to it" if not args.ray else
                  ("read by each Ray worker, " if warm else "") + "this run's records are not added (--ray)"))
     from .knowledge.use import log_to_knowledge

@@ -53,9 +53,9 @@ def test_tune_adds_its_records_to_the_knowledge_base_unless_told_not_to(tmp_path
                 "--log", str(tmp_path / "b.jsonl"), "--no-knowledge", *FAST, env=env)
     assert p.returncode == 0, p.stderr
     assert "knowledge" not in p.stdout and len(KnowledgeBase(default).records()) == 3
-    # a model-based tuner reads the default base without being asked (the CLI's warm start): its first round
-    # measures this task's best records of the random run first (plan size 4: 2 seeds), and it adds its own
-    p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--plan-size", "4", "--n-trial", "2",
+    # our tuners read the default base without being asked (the CLI's warm start): the first round measures
+    # this task's best records of the random run first (plan size 4: 2 seeds), and adds its own
+    p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "release", "--plan-size", "4", "--n-trial", "2",
                 "--seed", "2", "--log", str(tmp_path / "c.jsonl"), *FAST, env=env)
     assert p.returncode == 0, p.stderr
     assert f"knowledge {default}: 2 seed configs carried over from the best of 1 workloads (3 records on this " \
@@ -65,6 +65,13 @@ def test_tune_adds_its_records_to_the_knowledge_base_unless_told_not_to(tmp_path
     first = sorted((r for r in load_records(str(tmp_path / "a.jsonl")) if r.ok), key=lambda r: -r.gflops)
     assert [tuple(r.config) for r in load_records(str(tmp_path / "c.jsonl"))] == [tuple(r.config) for r in first[:2]]
     assert len(KnowledgeBase(default).records()) == 3  # the same two configs again: records the base holds
+    # a baseline (AutoTVM's xgb) starts cold unless asked, says so, and still adds its records
+    p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--plan-size", "4", "--n-trial", "1",
+                "--seed", "6", "--log", str(tmp_path / "c1.jsonl"), *FAST, env=env)
+    assert p.returncode == 0, p.stderr
+    assert f"knowledge {default}: not read by xgb, a baseline: it starts cold as its own tuner does (--knowledge " \
+           "to start it warm); this run's records are added to it" in p.stdout, p.stdout
+    assert "seed configs" not in p.stdout
     # an empty base is a cold start, and says so
     p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--plan-size", "4", "--n-trial", "1",
                 "--seed", "2", "--log", str(tmp_path / "c2.jsonl"), "--knowledge", str(tmp_path / "empty"), *FAST)
@@ -104,3 +111,30 @@ def test_second_cli_run_starts_warm_and_says_from_what(tmp_path):
     assert "random search" not in p.stdout  # no warm-up note: the model guides the first round
     # its 10 records join (a config the random run already measured is the same record: kept once)
     assert 16 < len(KnowledgeBase(kb).records()) <= 26
+
+
+def test_which_tuners_start_warm_from_the_knowledge_base_by_default(tmp_path, monkeypatch):
+    """`release tune` / `tune-model` (one rule, `_knowledge_for`): ours (rl, release, release+) read the base
+    unasked; every baseline only with --knowledge or --knowledge-use; nothing is read with --no-knowledge or
+    RELEASE_KNOWLEDGE=off; the folder written to is the same either way."""
+    from argparse import Namespace
+
+    from release.commands import _knowledge_for
+    from release.tuners import TUNERS, WARM_BY_DEFAULT
+
+    kb = tmp_path / "kb"
+    monkeypatch.setenv("RELEASE_KNOWLEDGE", str(kb))
+    assert set(WARM_BY_DEFAULT) == {"rl", "release", "release+"}
+    for tuner in TUNERS:
+        def ask(knowledge=None, no_knowledge=False, use=None):
+            return _knowledge_for(Namespace(tuner=tuner, knowledge=knowledge, no_knowledge=no_knowledge,
+                                            knowledge_use=use))
+
+        assert ask() == (str(kb), tuner in WARM_BY_DEFAULT), tuner
+        assert ask(knowledge="") == (str(kb), True)
+        assert ask(knowledge=str(tmp_path / "other")) == (str(tmp_path / "other"), True)
+        assert ask(use="seeds") == (str(kb), True)
+        assert ask(no_knowledge=True) == (None, False)
+    monkeypatch.setenv("RELEASE_KNOWLEDGE", "off")
+    assert _knowledge_for(Namespace(tuner="release+", knowledge=None, no_knowledge=False, knowledge_use=None)) \
+        == (None, False)
