@@ -393,8 +393,8 @@ def _check_best(task, log) -> int:
 def _add_knowledge_args(p) -> None:
     """``--knowledge [DIR]`` / ``--no-knowledge``, shared by ``tune`` and ``tune-model``."""
     p.add_argument("--knowledge", nargs="?", const="", default=None, metavar="DIR",
-                   help="the knowledge base this run adds its records and programs to and starts warm from (default, "
-                        "also with no DIR: $RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge). Our tuners (rl, "
+                   help="the knowledge base this run adds its records and programs to and starts warm from (without "
+                        "this option, or with no DIR: $RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge). Our tuners (rl, "
                         "release, release+) always start warm from it; the baselines (xgb, sa-as, and "
                         "ms-evolutionary as seeds in its database) only when --knowledge is given. An empty base, or "
                         "one with no records of this target, is a cold start (AutoTVM's)")
