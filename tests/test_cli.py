@@ -285,7 +285,10 @@ def test_ctrl_c_during_worker_start_up_prints_one_line(tmp_path):
 
     args = [sys.executable, "-m", "release.cli", "tune", "--workload", "tiny.matmul.1", "--n-trial", "8",
             "--log", str(tmp_path / "i.jsonl"), *FAST]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # a terminal's foreground job: SIGINT at its default, also when this suite runs as a background job of a
+    # non-interactive shell (`make test &`, nohup), which starts every child with SIGINT ignored
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     workers, deadline = [], time.time() + 300
     while not workers and time.time() < deadline and proc.poll() is None:
         try:
