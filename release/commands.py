@@ -222,6 +222,7 @@ def cmd_tune(args) -> int:
                                  ("loss_type", args.loss_type), ("warm_start", args.warm_start)) if v is not None}
     from .tuners.model_based import ModelBasedTuner
 
+    kdir_new = kdir_is_new(args)
     kdir, warm = _knowledge_for(args)
     from .tuners import MODEL_BASED, SEEDED_ONLY
 
@@ -248,7 +249,9 @@ def cmd_tune(args) -> int:
     print(f"space    {len(space.spaces)} design spaces, {space.n_knobs} knobs, {space.size:.3g} configs")
     print(f"tuner    {args.tuner}, {args.n_trial} trials, seed {args.seed}, log {log}"
           + (f" (resuming {len(previous)} records)" if previous else ""))
-    if kdir is not None:
+    if kdir is None:
+        print(f"knowledge off ({_knowledge_off_reason(args)}): none read, this run's records not added")
+    else:
         n_rec, n_wl = (tuner.cost_model.knowledge_used if model_based else tuner.knowledge_used) \
             if (model_based or seeded) and warm else (None, None)
         if not (model_based or seeded):
@@ -259,8 +262,9 @@ def cmd_tune(args) -> int:
         elif not n_rec:
             what = "no records of this target yet (cold start)"
         elif tuner.seeds:
-            what = (f"{len(tuner.seeds)} seed configs carried over from the best of {n_wl} workloads "
-                    f"({n_rec} records on this target), measured first")
+            k = getattr(tuner.cost_model if model_based else tuner, "seed_workloads", 0)
+            what = (f"{len(tuner.seeds)} seed configs carried over from the best records of {_n(k, 'workload')} "
+                    f"({_n(n_rec, 'record')} of {_n(n_wl, 'workload')} on this target), to be measured first")
         elif seeded or getattr(getattr(tuner, "config", None), "knowledge_use", None) == "seeds":
             what = (f"{n_rec} records of {n_wl} workloads on this target, none with this task's schedule "
                     "structure (cold start)")
@@ -269,7 +273,7 @@ def cmd_tune(args) -> int:
         else:
             what = (f"{n_rec} records of {n_wl} workloads on this target, too few successful ones to start "
                     f"warm (cold start)")
-        print(f"knowledge {kdir}: {what}; this run's records are added to it")
+        print(f"knowledge {kdir}{' (a new folder)' if kdir_new else ''}: {what}; this run's records are added to it")
     if isinstance(tuner, ModelBasedTuner) and args.n_trial <= tuner.plan_size and not tuner.seeds and not getattr(
             tuner.cost_model, "warm", False):
         print(f"note     {args.tuner} measures {tuner.plan_size} random configs before its cost model guides a trial "
@@ -329,16 +333,22 @@ def _knowledge_for(args):
     Raises
     ------
     TunerError
-        Both flags given.
+        Both flags given; ``--knowledge-use`` with a tuner that reads no base, or with no base read; a
+        folder that cannot be made or written.
     KnowledgeError
-        ``--knowledge`` names a file.
+        ``--knowledge`` (or ``$RELEASE_KNOWLEDGE``) names a file.
     """
     from .knowledge import KnowledgeBase, knowledge_dir
+    from .tuners import MODEL_BASED, SEEDED_ONLY
 
     use = getattr(args, "knowledge_use", None)
+    if use and args.tuner not in MODEL_BASED + SEEDED_ONLY:
+        raise TunerError(f"--knowledge-use {use} applies to tuners that start warm from a knowledge base "
+                         f"({', '.join(MODEL_BASED + SEEDED_ONLY)}), not {args.tuner!r}")
     if args.no_knowledge:
         if args.knowledge is not None:
-            raise TunerError(f"--knowledge {args.knowledge} and --no-knowledge contradict each other; give one")
+            raise TunerError(f"--knowledge{' ' + args.knowledge if args.knowledge else ''} and --no-knowledge "
+                             "contradict each other; give one")
         if use:
             raise TunerError(f"--knowledge-use {use} says how to use a knowledge base, but --no-knowledge reads "
                              "none; drop one of them")
@@ -350,10 +360,37 @@ def _knowledge_for(args):
                              f"but knowledge is disabled (RELEASE_KNOWLEDGE={os.environ.get('RELEASE_KNOWLEDGE')}); "
                              "pass a folder, --knowledge DIR")
         return None, False
-    KnowledgeBase(kdir)  # a file given as the folder: its one-line error now, before any work
+    KnowledgeBase(args.knowledge or None)  # a file given as the folder: its one-line error now, before any work
+    try:  # a folder that cannot be made or written: one line now, not a traceback at the first record
+        os.makedirs(kdir, exist_ok=True)
+        if not os.access(kdir, os.W_OK | os.X_OK):
+            raise PermissionError(13, "not writable")
+    except OSError as err:
+        raise TunerError(f"knowledge base {kdir} cannot be written ({err.strerror or err}); pass a folder you can "
+                         "write (--knowledge DIR or $RELEASE_KNOWLEDGE), or --no-knowledge") from None
     from .tuners import WARM_BY_DEFAULT
 
     return kdir, args.knowledge is not None or bool(use) or args.tuner in WARM_BY_DEFAULT
+
+
+def kdir_is_new(args) -> bool:
+    """Whether the knowledge folder this run would use does not exist yet (a typo'd ``--knowledge DIR``
+    shows up as "a new folder" on the knowledge line)."""
+    from .knowledge import knowledge_dir
+
+    if args.no_knowledge:
+        return False
+    kdir = knowledge_dir(args.knowledge or None)
+    return kdir is not None and not os.path.exists(kdir)
+
+
+def _knowledge_off_reason(args) -> str:
+    return "--no-knowledge" if args.no_knowledge else f"RELEASE_KNOWLEDGE={os.environ.get('RELEASE_KNOWLEDGE')}"
+
+
+def _n(count, noun: str) -> str:
+    """``1 workload``, ``2 workloads``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _print_usage(args, task, log) -> None:
@@ -395,16 +432,17 @@ def _add_knowledge_args(p) -> None:
     p.add_argument("--knowledge", nargs="?", const="", default=None, metavar="DIR",
                    help="the knowledge base this run adds its records and programs to and starts warm from (without "
                         "this option, or with no DIR: $RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge). Our tuners (rl, "
-                        "release, release+) always start warm from it; the baselines (xgb, sa-as, and "
-                        "ms-evolutionary as seeds in its database) only when --knowledge is given. An empty base, or "
-                        "one with no records of this target, is a cold start (AutoTVM's)")
+                        "release, release+) always start warm from it; the baselines (xgb, sa-as, and, in release "
+                        "tune, ms-evolutionary as seeds in its database) only when --knowledge or --knowledge-use is "
+                        "given. An empty base, or one with no records of this target, is a cold start (AutoTVM's). "
+                        "RELEASE_KNOWLEDGE=off disables it as --no-knowledge does")
     p.add_argument("--no-knowledge", action="store_true",
                    help="neither read nor write a knowledge base: a cold start, as AutoTVM's tuners")
     p.add_argument("--knowledge-use", choices=["model", "seeds"], default=None,
-                   help="how the knowledge base starts the run warm: 'seeds' (the default) measures the best configs of the knowledge's "
+                   help="how the knowledge base starts the run warm: 'seeds' (used when this is not given) measures the best configs of the knowledge's "
                         "workloads, carried into this task's space, in the first round and keeps AutoTVM's own "
                         "cost model (transfer-tuning); 'model' trains a cost model on the knowledge's program "
-                        "features (measured worse on held-out layers: benchmarks/results/knowledge/holdout/)")
+                        "features (measured worse than seeds on held-out layers: benchmarks/results/knowledge/holdout/)")
 
 
 def cmd_tune_model(args) -> int:
@@ -423,8 +461,14 @@ def cmd_tune_model(args) -> int:
         raise TunerError(f"unknown --compare entries {bad}; use untuned, torch, ms")
     if args.layout != M.AUTO_LAYOUT:
         M.model_layout(args.layout)  # a bad --layout fails before the model is imported
+    kdir_new = kdir_is_new(args)
     kdir, warm = _knowledge_for(args)  # so do contradicting knowledge flags
     from .tuners import MODEL_BASED
+
+    if args.knowledge_use and args.tuner not in MODEL_BASED:
+        raise TunerError(f"--knowledge-use {args.knowledge_use}: tune-model starts only model-based tuners "
+                         f"({', '.join(MODEL_BASED)}) from a knowledge base, not {args.tuner!r} (release tune "
+                         "--tuner ms-evolutionary --knowledge seeds one task)")
 
     if args.log:
         from .measure.records import check_log_path
@@ -461,11 +505,15 @@ def cmd_tune_model(args) -> int:
     warm = warm and args.tuner in MODEL_BASED
     if warm and args.knowledge_use:
         kwargs["knowledge_use"] = args.knowledge_use
-    if kdir is not None:
-        print(f"knowledge {kdir}: " + ("model-based tuners start warm from its records of this target; " if warm
-                                       else f"not used by {args.tuner}; " if args.tuner not in MODEL_BASED
-                                       else f"not read by {args.tuner}, a baseline: it starts cold as its own "
-                                            "tuner does (--knowledge to start it warm); ")
+    if kdir is None:
+        print(f"knowledge off ({_knowledge_off_reason(args)}): none read, this run's records not added")
+    else:
+        print(f"knowledge {kdir}{' (a new folder)' if kdir_new else ''}: "
+              + (f"{args.tuner} starts each task from its records of this target ({args.knowledge_use or 'seeds'}; "
+                 "a task with none of its kind starts cold); " if warm
+                 else f"not used by {args.tuner} in tune-model; " if args.tuner not in MODEL_BASED
+                 else f"not read by {args.tuner}, a baseline: it starts cold as its own tuner does (--knowledge to "
+                      "start it warm); ")
               + ("this run's records are added to it" if not args.ray else
                  ("read by each Ray worker, " if warm else "") + "this run's records are not added (--ray)"))
     from .knowledge.use import log_to_knowledge

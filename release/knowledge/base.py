@@ -389,8 +389,9 @@ class KnowledgeBase:
             raise KnowledgeError(f"knowledge is disabled ({ENV_VAR}={os.environ.get(ENV_VAR)}); pass a folder "
                                  f"or unset {ENV_VAR}")
         if os.path.exists(folder) and not os.path.isdir(folder):
-            raise KnowledgeError(f"knowledge base {folder} is a file, not a folder; pass a folder path "
-                                 f"(--dir / --knowledge DIR)")
+            where = f" (from ${ENV_VAR})" if path is None and os.environ.get(ENV_VAR) else ""
+            raise KnowledgeError(f"knowledge base {folder}{where} is a file, not a folder; pass a folder path "
+                                 f"(--dir / --knowledge DIR, or ${ENV_VAR})")
         self.path = folder
         self._lock = threading.Lock()
         self._fd: int | None = None

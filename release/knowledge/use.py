@@ -59,7 +59,7 @@ def knowledge_records(knowledge, task) -> list[Record]:
     return knowledge.records(target_kind=task.target_json)
 
 
-def knowledge_seeds(task, records, n: int, seed: int = 0) -> list[tuple]:
+def knowledge_seeds(task, records, n: int, seed: int = 0, sources: list | None = None) -> list[tuple]:
     """Transfer-tuning seeds: the best configs of the knowledge's workloads, carried into ``task``'s space.
 
     Transfer-tuning (Gibson and Cano, PACT 2022) reuses the best schedules of other kernels of the
@@ -79,6 +79,9 @@ def knowledge_seeds(task, records, n: int, seed: int = 0) -> list[tuple]:
         At most this many seeds (a tuner's first round holds ``plan_size // 2``).
     seed : int
         Order of the records among equal GFLOPS (ties), for reproducibility.
+    sources : list, optional
+        When given, each seed's source workload (its record's ``task`` key) is appended to it, in the
+        seeds' order (so ``len(set(sources))`` is how many workloads the seeds came from).
 
     Returns
     -------
@@ -143,6 +146,8 @@ def knowledge_seeds(task, records, n: int, seed: int = 0) -> list[tuple]:
             tries += 1
             if space.is_valid(c)[0]:
                 out.append(c)
+                if sources is not None:
+                    sources.append(wl)
                 if len(out) >= n:
                     break
         order, depth = alive, depth + 1

@@ -96,7 +96,8 @@ class MSEvolutionaryTuner(Tuner):
     knowledge : str, PathLike, KnowledgeBase, list of Record or None
         A knowledge base (:func:`release.knowledge.use.knowledge_records`; default None: a cold
         start). Its transfer-tuning seeds are measured first and handed to the search through its
-        database (see the module's docstring); :attr:`knowledge_used` says ``(records, workloads)``.
+        database (see the module's docstring); :attr:`knowledge_used` says ``(records, workloads)``,
+        :attr:`seed_workloads` how many workloads the seeds came from.
     n_seeds : int, optional
         At most this many seeds (default ``num_trials_per_iter // 2``: 32, the model-based tuners'
         share of their first round).
@@ -145,6 +146,7 @@ class MSEvolutionaryTuner(Tuner):
         self.unmapped = 0
         self.seeds: list[tuple] = []
         self.knowledge_used = (0, 0)
+        self.seed_workloads = 0  # how many workloads the seeds came from
         if knowledge is not None and knowledge is not False:
             from ..knowledge.use import knowledge_records, knowledge_seeds
 
@@ -152,7 +154,9 @@ class MSEvolutionaryTuner(Tuner):
             self.knowledge_used = (len(records), len({r.task for r in records}))
             n = self.params.num_trials_per_iter // 2 if n_seeds is None else int(n_seeds)
             if records and n > 0:
-                self.seeds = knowledge_seeds(task, records, n, seed=seed or 0)
+                sources: list = []
+                self.seeds = knowledge_seeds(task, records, n, seed=seed or 0, sources=sources)
+                self.seed_workloads = len(set(sources))
         self._seed_pt = 0
 
     # ------------------------------------------------------------------ MetaSchedule set-up

@@ -187,7 +187,8 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
         ``None`` for the sampler means the whole plan (the tuner uses a pass-through sampler).
         The cost model is a :class:`release.cost_model.transfer.TransferCostModel` when
         ``cfg.knowledge`` holds records of the task's target class and ``cfg.knowledge_use`` is
-        ``"model"``; its ``knowledge_used`` is ``(records, workloads)`` (``(0, 0)`` when cold).
+        ``"model"``; its ``knowledge_used`` is ``(records, workloads)`` (``(0, 0)`` when cold) and its
+        ``seed_workloads`` how many workloads the seeds came from.
         The last item is the seeds to measure first (``knowledge_use="seeds"``:
         :func:`release.knowledge.use.knowledge_seeds`, at most ``plan_size // 2``; else empty).
 
@@ -209,7 +210,8 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
     if records and cfg.knowledge_use == "seeds":
         from ..knowledge.use import knowledge_seeds
 
-        seeds = knowledge_seeds(task, records, max(1, cfg.plan_size // 2), seed=seed or 0)
+        seed_sources: list = []
+        seeds = knowledge_seeds(task, records, max(1, cfg.plan_size // 2), seed=seed or 0, sources=seed_sources)
     if records and cfg.knowledge_use == "model":
         from ..cost_model.transfer import TransferCostModel
 
@@ -220,6 +222,7 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
         cost_model = XGBoostCostModel(task, feature_type=cfg.feature_type, loss_type=cfg.loss_type,
                                       num_threads=cfg.num_threads, seed=child_seed(seed, "cost_model"))
     cost_model.knowledge_used = (len(records), len({r.task for r in records}))
+    cost_model.seed_workloads = len(set(seed_sources)) if seeds else 0  # how many workloads the seeds came from
     optimizer = cfg.optimizer
     if optimizer == "sa":
         from ..optimizers.sa import SimulatedAnnealingOptimizer

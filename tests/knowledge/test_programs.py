@@ -103,3 +103,10 @@ def test_cli_tune_model_knowledge_flags_contradicting_are_one_line_before_the_mo
     assert rc == 2 and "importing" not in out.out
     assert out.err.strip().splitlines()[-1].startswith("release: error: --knowledge ")
     assert "contradict" in out.err
+    # --knowledge-use with a tuner tune-model does not start from a base: one line, nothing imported
+    rc = main(["tune-model", "--model", "tiny-cnn", "--n-trial", "4", "--log", str(tmp_path / "l.jsonl"),
+               "--tuner", "ms-evolutionary", "--knowledge-use", "model"])
+    out = capsys.readouterr()
+    assert rc == 2 and "importing" not in out.out
+    assert out.err.strip().splitlines()[-1].startswith("release: error: --knowledge-use model: tune-model starts "
+                                                        "only model-based tuners")

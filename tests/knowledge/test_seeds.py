@@ -103,10 +103,20 @@ def test_seeds_are_the_sources_best_first_distinct_and_valid(matmul_task, wide_m
     assert seeds[0] == space.transplant(best.trace)  # the best source config first
     # this task's own earlier records come before any other workload's, as they are
     own = _measured(matmul_task, 8, seed=1)
-    mixed = knowledge_seeds(matmul_task, records + own, 6)
+    sources: list = []
+    mixed = knowledge_seeds(matmul_task, records + own, 6, sources=sources)
     own_best = max((r for r in own if r.ok), key=lambda r: r.gflops)
     assert mixed[0] == space.canonical(tuple(own_best.config))
-    assert knowledge_seeds(create_task("tiny.conv2d.1", TARGET), records, 6) == []  # another operator: none
+    # each seed's source workload, in order: this task's own first, then the other matmul's
+    assert len(sources) == len(mixed) and sources[0] == matmul_task.key
+    assert set(sources) <= {matmul_task.key, wide_matmul.key}
+    conv = create_task("tiny.conv2d.1", TARGET)
+    sources = []
+    assert knowledge_seeds(conv, records, 6, sources=sources) == [] and sources == []  # another operator: none
+    # a base with another operator's records besides: only the workloads the seeds came from are counted
+    sources = []
+    assert knowledge_seeds(matmul_task, records + _measured(conv, 8), 6, sources=sources)
+    assert set(sources) == {wide_matmul.key}
 
 
 def test_tuner_with_seeds_measures_them_first_then_random_then_its_own_model(matmul_task, wide_matmul):
@@ -134,8 +144,8 @@ def test_cli_knowledge_use_needs_a_knowledge_base_to_read(tmp_path):
     import os
     import subprocess
 
-    cmd = [sys.executable, "-m", "release.cli", "tune", "--workload", "tiny.matmul.1", "--knowledge-use", "seeds",
-           "--n-trial", "4"]
+    cmd = [sys.executable, "-m", "release.cli", "tune", "--workload", "tiny.matmul.1", "--tuner", "xgb",
+           "--knowledge-use", "seeds", "--n-trial", "4"]
     out = subprocess.run(cmd + ["--no-knowledge"], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert "--knowledge-use seeds" in out.stderr and "--no-knowledge reads none" in out.stderr

@@ -35,9 +35,17 @@ def test_contradicting_or_bad_knowledge_flags_are_one_line_errors(tmp_path):
     _one_line_error(release(*base, "--knowledge", str(tmp_path / "kb"), "--no-knowledge"),
                     "--no-knowledge", "contradict")
     _one_line_error(release(*base, "--tuner", "random", "--local-search"), "--local-search", "'random'")
+    _one_line_error(release(*base, "--tuner", "random", "--knowledge-use", "model"), "--knowledge-use model",
+                    "not 'random'")
+    _one_line_error(release(*base, "--knowledge", "--no-knowledge"), "--knowledge and --no-knowledge contradict")
     afile = tmp_path / "file"
     afile.write_text("x")
     _one_line_error(release(*base, "--knowledge", str(afile)), str(afile), "not a folder")
+    _one_line_error(release(*base, env=dict(os.environ, RELEASE_KNOWLEDGE=str(afile))), str(afile),
+                    "(from $RELEASE_KNOWLEDGE) is a file")
+    # a folder that cannot be made (under a file): one line before any work, not a traceback at the first record
+    _one_line_error(release(*base, "--knowledge", str(afile / "kb")), str(afile / "kb"), "cannot be written",
+                    "--no-knowledge")
     assert not (tmp_path / "x.jsonl").exists()
 
 
@@ -47,19 +55,20 @@ def test_tune_adds_its_records_to_the_knowledge_base_unless_told_not_to(tmp_path
     p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "random", "--n-trial", "3",
                 "--log", str(tmp_path / "a.jsonl"), *FAST, env=env)
     assert p.returncode == 0, p.stderr
-    assert f"knowledge {default}: not used by random; this run's records are added" in p.stdout
+    assert f"knowledge {default} (a new folder): not used by random; this run's records are added" in p.stdout
     assert len(KnowledgeBase(default).records()) == 3
     p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "random", "--n-trial", "2", "--seed", "1",
                 "--log", str(tmp_path / "b.jsonl"), "--no-knowledge", *FAST, env=env)
     assert p.returncode == 0, p.stderr
-    assert "knowledge" not in p.stdout and len(KnowledgeBase(default).records()) == 3
+    assert "knowledge off (--no-knowledge): none read, this run's records not added" in p.stdout
+    assert len(KnowledgeBase(default).records()) == 3
     # our tuners read the default base without being asked (the CLI's warm start): the first round measures
     # this task's best records of the random run first (plan size 4: 2 seeds), and adds its own
     p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "release", "--plan-size", "4", "--n-trial", "2",
                 "--seed", "2", "--log", str(tmp_path / "c.jsonl"), *FAST, env=env)
     assert p.returncode == 0, p.stderr
-    assert f"knowledge {default}: 2 seed configs carried over from the best of 1 workloads (3 records on this " \
-           "target), measured first; this run's records are added to it" in p.stdout, p.stdout
+    assert f"knowledge {default}: 2 seed configs carried over from the best records of 1 workload (3 records of " \
+           "1 workload on this target), to be measured first; this run's records are added to it" in p.stdout, p.stdout
     from release.measure import load_records
 
     first = sorted((r for r in load_records(str(tmp_path / "a.jsonl")) if r.ok), key=lambda r: -r.gflops)
@@ -87,13 +96,13 @@ def test_tune_adds_its_records_to_the_knowledge_base_unless_told_not_to(tmp_path
     p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--plan-size", "4", "--n-trial", "2",
                 "--seed", "4", "--log", str(tmp_path / "e.jsonl"), "--knowledge", *FAST, env=env)
     assert p.returncode == 0, p.stderr
-    assert "2 seed configs carried over from the best of 1 workloads" in p.stdout, p.stdout
+    assert "2 seed configs carried over from the best records of 1 workload (" in p.stdout, p.stdout
     # MetaSchedule's search takes the same seeds (through its database), and nothing else of the knowledge
     ms = ["tune", "--workload", "tiny.matmul.1", "--tuner", "ms-evolutionary", "--plan-size", "4", "--n-trial", "2",
           "--seed", "5", "--log", str(tmp_path / "f.jsonl"), "--knowledge", *FAST]
     p = release(*ms, env=env)
     assert p.returncode == 0, p.stderr
-    assert "2 seed configs carried over from the best of 1 workloads" in p.stdout, p.stdout
+    assert "2 seed configs carried over from the best records of 1 workload (" in p.stdout, p.stdout
     _one_line_error(release(*ms, "--knowledge-use", "model", env=env), "ms-evolutionary", "only as seeds")
 
 
@@ -116,11 +125,13 @@ def test_second_cli_run_starts_warm_and_says_from_what(tmp_path):
 def test_which_tuners_start_warm_from_the_knowledge_base_by_default(tmp_path, monkeypatch):
     """`release tune` / `tune-model` (one rule, `_knowledge_for`): ours (rl, release, release+) read the base
     unasked; every baseline only with --knowledge or --knowledge-use; nothing is read with --no-knowledge or
-    RELEASE_KNOWLEDGE=off; the folder written to is the same either way."""
+    RELEASE_KNOWLEDGE=off; the folder written to is the same either way; --knowledge-use with a tuner that
+    reads no base is an error."""
     from argparse import Namespace
 
     from release.commands import _knowledge_for
-    from release.tuners import TUNERS, WARM_BY_DEFAULT
+    from release.errors import TunerError
+    from release.tuners import MODEL_BASED, SEEDED_ONLY, TUNERS, WARM_BY_DEFAULT
 
     kb = tmp_path / "kb"
     monkeypatch.setenv("RELEASE_KNOWLEDGE", str(kb))
@@ -133,7 +144,11 @@ def test_which_tuners_start_warm_from_the_knowledge_base_by_default(tmp_path, mo
         assert ask() == (str(kb), tuner in WARM_BY_DEFAULT), tuner
         assert ask(knowledge="") == (str(kb), True)
         assert ask(knowledge=str(tmp_path / "other")) == (str(tmp_path / "other"), True)
-        assert ask(use="seeds") == (str(kb), True)
+        if tuner in MODEL_BASED + SEEDED_ONLY:
+            assert ask(use="seeds") == (str(kb), True)
+        else:  # a tuner that reads no base: --knowledge-use is an error, not silently ignored
+            with pytest.raises(TunerError, match=f"--knowledge-use seeds applies to .* not '{tuner}'"):
+                ask(use="seeds")
         assert ask(no_knowledge=True) == (None, False)
     monkeypatch.setenv("RELEASE_KNOWLEDGE", "off")
     assert _knowledge_for(Namespace(tuner="release+", knowledge=None, no_knowledge=False, knowledge_use=None)) \
