@@ -297,7 +297,7 @@ def cmd_tune(args) -> int:
     session = tuner.session
     if session.rejections:
         n = sum(c for c, _ in session.rejections.values())
-        print(f"rejected {n} invalid configs (not built, not trials; summary appended to "
+        print(f"rejected {_n(n, 'invalid config')} (not built, not trials; summary appended to "
               f"{getattr(tuner, 'rejections_path', 'the log')}):")
         for line in session.rejection_summary()[:5]:
             print(f"         {line}")
@@ -489,7 +489,7 @@ def cmd_tune_model(args) -> int:
     print(f"model    {model.name}: {len(tasks)} tunable tasks, {total / 1e9:.2f} GFLOP per inference "
           f"({time.time() - t0:.1f} s to extract); weights "
           + ("pre-packed (layout-free)" if any(t.layout_free for t in tasks) else "as written")
-          + (f"; conv2d layout {args.layout} ({sum('conv2d_NCHWc' in t.name for t in tasks)} blocked conv2d tasks)"
+          + (f"; conv2d layout {args.layout} ({_n(sum('conv2d_NCHWc' in t.name for t in tasks), 'blocked conv2d task')})"
              if args.layout != "NCHW" else ""))
     suffix = "" if args.layout == "NCHW" else f".{args.layout}"  # another layout, another .so beside its log
     log = args.log or os.path.join("runs", f"{os.path.basename(args.model)}.{args.tuner}{suffix}.jsonl")

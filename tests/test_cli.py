@@ -368,7 +368,7 @@ def test_tune_model_says_what_the_budget_leaves_untuned_and_how_to_deploy(tmp_pa
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout
     assert "FLOP %" in out and "resuming" not in out
-    assert "conv2d layout NCHWc (1 blocked conv2d tasks)" in out  # --layout auto: blocked on a CPU target
+    assert "conv2d layout NCHWc (1 blocked conv2d task)" in out  # --layout auto: blocked on a CPU target
     n_tasks = int(out.split("tunable tasks")[0].split()[-1])
     assert n_tasks >= 2
     assert f"of {n_tasks} tasks;" in out and "get no trial" in out
