@@ -222,7 +222,7 @@ def cmd_tune(args) -> int:
                                  ("loss_type", args.loss_type), ("warm_start", args.warm_start)) if v is not None}
     from .tuners.model_based import ModelBasedTuner
 
-    kdir_new = kdir_is_new(args)
+    kdir_new = _kdir_is_new(args)
     kdir, warm = _knowledge_for(args)
     from .tuners import MODEL_BASED, SEEDED_ONLY
 
@@ -250,7 +250,7 @@ def cmd_tune(args) -> int:
     print(f"tuner    {args.tuner}, {args.n_trial} trials, seed {args.seed}, log {log}"
           + (f" (resuming {len(previous)} records)" if previous else ""))
     if kdir is None:
-        print(f"knowledge off ({_knowledge_off_reason(args)}): none read, this run's records not added")
+        print(_knowledge_off_line(args))
     else:
         n_rec, n_wl = (tuner.cost_model.knowledge_used if model_based else tuner.knowledge_used) \
             if (model_based or seeded) and warm else (None, None)
@@ -373,7 +373,7 @@ def _knowledge_for(args):
     return kdir, args.knowledge is not None or bool(use) or args.tuner in WARM_BY_DEFAULT
 
 
-def kdir_is_new(args) -> bool:
+def _kdir_is_new(args) -> bool:
     """Whether the knowledge folder this run would use does not exist yet (a typo'd ``--knowledge DIR``
     shows up as "a new folder" on the knowledge line)."""
     from .knowledge import knowledge_dir
@@ -384,8 +384,10 @@ def kdir_is_new(args) -> bool:
     return kdir is not None and not os.path.exists(kdir)
 
 
-def _knowledge_off_reason(args) -> str:
-    return "--no-knowledge" if args.no_knowledge else f"RELEASE_KNOWLEDGE={os.environ.get('RELEASE_KNOWLEDGE')}"
+def _knowledge_off_line(args) -> str:
+    """The knowledge line of a run that neither reads nor writes a base (``tune`` and ``tune-model``)."""
+    why = "--no-knowledge" if args.no_knowledge else f"RELEASE_KNOWLEDGE={os.environ.get('RELEASE_KNOWLEDGE')}"
+    return f"knowledge off ({why}): none read, this run's records not added"
 
 
 def _n(count, noun: str) -> str:
@@ -461,7 +463,7 @@ def cmd_tune_model(args) -> int:
         raise TunerError(f"unknown --compare entries {bad}; use untuned, torch, ms")
     if args.layout != M.AUTO_LAYOUT:
         M.model_layout(args.layout)  # a bad --layout fails before the model is imported
-    kdir_new = kdir_is_new(args)
+    kdir_new = _kdir_is_new(args)
     kdir, warm = _knowledge_for(args)  # so do contradicting knowledge flags
     from .tuners import MODEL_BASED
 
@@ -506,7 +508,7 @@ def cmd_tune_model(args) -> int:
     if warm and args.knowledge_use:
         kwargs["knowledge_use"] = args.knowledge_use
     if kdir is None:
-        print(f"knowledge off ({_knowledge_off_reason(args)}): none read, this run's records not added")
+        print(_knowledge_off_line(args))
     else:
         print(f"knowledge {kdir}{' (a new folder)' if kdir_new else ''}: "
               + (f"{args.tuner} starts each task from its records of this target ({args.knowledge_use or 'seeds'}; "

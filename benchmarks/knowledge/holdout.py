@@ -445,21 +445,17 @@ def main(argv=None) -> int:
     def gm(xs):
         return math.exp(sum(map(math.log, xs)) / len(xs))
 
+    cold_of = {(x["layer"], x["seed"]): x for x in rows if x["row"] == "xgb cold"}  # each row's baseline
     for row, es in table.items():
-        cold_n = {(x["layer"], x["seed"]): x["measurements_to_target"] for x in rows if x["row"] == "xgb cold"}
-        fm = [e["fewer_measurements"] or cold_n[(e["layer"], e["seed"])] / args.n_trial for e in es]
-        cold_n95 = {(x["layer"], x["seed"]): x["measurements_to_near"] for x in rows if x["row"] == "xgb cold"}
-        fm95 = [e["fewer_measurements_to_near"] or cold_n95[(e["layer"], e["seed"])] / args.n_trial for e in es]
+        cold = [cold_of[(e["layer"], e["seed"])] for e in es]
+        fm = [e["fewer_measurements"] or c["measurements_to_target"] / args.n_trial for e, c in zip(es, cold)]
+        fm95 = [e["fewer_measurements_to_near"] or c["measurements_to_near"] / args.n_trial for e, c in zip(es, cold)]
         fb = [e["best_at"][str(args.n_trial)] / e["target_gflops"] for e in es]
-        cold_rt = {(x["layer"], x["seed"]): x["retimed_gflops"] for x in rows if x["row"] == "xgb cold"}
-        fr = [e["retimed_gflops"] / cold_rt[(e["layer"], e["seed"])] for e in es
-              if e["retimed_gflops"] and cold_rt.get((e["layer"], e["seed"]))]
+        fr = [e["retimed_gflops"] / c["retimed_gflops"] for e, c in zip(es, cold)
+              if e["retimed_gflops"] and c["retimed_gflops"]]
         # wall: a run that never reached the target counts its whole run (an upper bound on its ratio)
-        cold_w = {(x["layer"], x["seed"]): x for x in rows if x["row"] == "xgb cold"}
-        fw = [cold_w[(e["layer"], e["seed"])]["wall_s_to_target"] / (e["wall_s_to_target"] or e["wall_s_total"])
-              for e in es]
-        fw95 = [cold_w[(e["layer"], e["seed"])]["wall_s_to_near"] / (e["wall_s_to_near"] or e["wall_s_total"])
-                for e in es]
+        fw = [c["wall_s_to_target"] / (e["wall_s_to_target"] or e["wall_s_total"]) for e, c in zip(es, cold)]
+        fw95 = [c["wall_s_to_near"] / (e["wall_s_to_near"] or e["wall_s_total"]) for e, c in zip(es, cold)]
         lines.append(f"- {row}: {gm(fm):.2f}x fewer measurements ({gm(fm95):.2f}x to {NEAR:.0%}), "
                      f"{gm(fw):.2f}x less wall time ({gm(fw95):.2f}x to {NEAR:.0%}); best at "
                      f"{args.n_trial} / cold xgb's: logged {gm(fb):.3f}"
@@ -478,7 +474,6 @@ def main(argv=None) -> int:
                          f"{fmt(d['measurements_to_target'], 'd')} | {fmt(d['fewer_measurements'])} | "
                          f"{fmt(d['measurements_to_near'], 'd')} | {fmt(d['fewer_measurements_to_near'])} |")
         lines += ["", "Geometric means, drift-corrected (never reached: counted at the last trial, an upper bound):", ""]
-        cold_of = {(x["layer"], x["seed"]): x for x in rows if x["row"] == "xgb cold"}
         for row in table:
             es = [e for e in corr if e["row"] == row]
             if not es:

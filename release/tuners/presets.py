@@ -207,10 +207,10 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
         records = knowledge_records(cfg.knowledge, task)
         programs = knowledge_programs(cfg.knowledge)
     seeds: list = []
+    seed_sources: list = []  # each seed's source workload
     if records and cfg.knowledge_use == "seeds":
         from ..knowledge.use import knowledge_seeds
 
-        seed_sources: list = []
         seeds = knowledge_seeds(task, records, max(1, cfg.plan_size // 2), seed=seed or 0, sources=seed_sources)
     if records and cfg.knowledge_use == "model":
         from ..cost_model.transfer import TransferCostModel
@@ -222,7 +222,7 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
         cost_model = XGBoostCostModel(task, feature_type=cfg.feature_type, loss_type=cfg.loss_type,
                                       num_threads=cfg.num_threads, seed=child_seed(seed, "cost_model"))
     cost_model.knowledge_used = (len(records), len({r.task for r in records}))
-    cost_model.seed_workloads = len(set(seed_sources)) if seeds else 0  # how many workloads the seeds came from
+    cost_model.seed_workloads = len(set(seed_sources))  # how many workloads the seeds came from
     optimizer = cfg.optimizer
     if optimizer == "sa":
         from ..optimizers.sa import SimulatedAnnealingOptimizer
