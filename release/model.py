@@ -308,7 +308,10 @@ def layout_passes(target, layout: str | None) -> list:
     ops, ``add``, ``relu`` and pooling take the layout of their input, so the activation layout
     transforms stay at the blocked region's boundaries), then ``FoldConstant``: the weights are
     bound constants, so their ``layout_transform`` to ``OIHW{cb}i{kb}o`` is done at compile time.
-    The compiled model still takes NCHW inputs and gives NCHW outputs.
+    The compiled model still takes NCHW inputs and gives NCHW outputs. A convolution whose output
+    reaches a ``concat`` (:func:`_convs_into_concat`) keeps NCHW: TVM 0.27's concat layout
+    inference fails on any channel-blocked input ("Invalid layout axis 16b"), which would otherwise
+    keep the whole model NCHW.
 
     Raises
     ------
@@ -323,30 +326,70 @@ def layout_passes(target, layout: str | None) -> list:
     if lanes is None:
         return []
     lanes = lanes or vector_lanes(target)
+    kept: list = []  # weights of the convolutions kept NCHW, set per module by _convert_layout_or_keep
 
     def per_call(call):
         if call.op.name != "relax.nn.conv2d":
             return {}
         # a conv kept as it is names its own layouts: without them 0.27's conv2d layout inference
         # fails on a blocked input ("Layouts must have the same size")
-        want = conv2d_blocked_layouts(call, lanes)
+        want = None if any(call.args[1].same_as(w) for w in kept) else conv2d_blocked_layouts(call, lanes)
         keep = [str(call.attrs.data_layout), str(call.attrs.kernel_layout), str(call.attrs.out_layout or "")]
         return {"relax.nn.conv2d": want or [keep[0], keep[1], keep[2] or keep[0]]}
 
     return [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant(),
-            relax.transform.DecomposeOpsForInference(), _convert_layout_or_keep(per_call, lanes),
+            relax.transform.DecomposeOpsForInference(), _convert_layout_or_keep(per_call, lanes, kept),
             relax.transform.FoldConstant()]
 
 
-def _blocked_convs(mod, lanes: int) -> int:
-    """How many ``nn.conv2d`` calls of ``mod``'s Relax functions :func:`conv2d_blocked_layouts` would block."""
+def _op_name(expr) -> str | None:
     import tvm
+    from tvm import relax
+
+    return expr.op.name if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) else None
+
+
+def _convs_into_concat(mod) -> list:
+    """The weights (``args[1]``) of the ``nn.conv2d`` calls whose output reaches a ``concat`` through
+    ops other than ``nn.conv2d`` (a bias add, a relu, a pooling: the ops ``ConvertLayout`` carries a
+    blocked layout through), in ``mod``'s Relax functions."""
+    from tvm import relax
+
+    weights = []
+    for _, func in mod.functions.items():
+        if not isinstance(func, relax.Function) or not isinstance(func.body, relax.SeqExpr):
+            continue
+        users: dict = {}
+        values: dict = {}
+        for block in func.body.blocks:
+            for b in block.bindings:
+                if isinstance(b, relax.VarBinding):
+                    values[b.var] = b.value
+                    for v in relax.analysis.free_vars(b.value):
+                        users.setdefault(v, []).append(b.var)
+        for var, value in values.items():
+            if _op_name(value) != "relax.nn.conv2d":
+                continue
+            seen, todo = set(), [var]
+            while todo:
+                nxt = [u for u in users.get(todo.pop(), []) if u not in seen]
+                seen.update(nxt)
+                if any(_op_name(values[u]) == "relax.concat" for u in nxt):
+                    weights.append(value.args[1])
+                    break
+                todo += [u for u in nxt if _op_name(values[u]) != "relax.nn.conv2d"]
+    return weights
+
+
+def _blocked_convs(mod, lanes: int, kept: list = ()) -> int:
+    """How many ``nn.conv2d`` calls of ``mod``'s Relax functions :func:`conv2d_blocked_layouts` would
+    block (those whose weight is in ``kept`` excepted)."""
     from tvm import relax
 
     count = [0]
 
     def visit(expr):
-        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == "relax.nn.conv2d":
+        if _op_name(expr) == "relax.nn.conv2d" and not any(expr.args[1].same_as(w) for w in kept):
             count[0] += conv2d_blocked_layouts(expr, lanes) is not None
 
     for _, func in mod.functions.items():
@@ -355,9 +398,10 @@ def _blocked_convs(mod, lanes: int) -> int:
     return count[0]
 
 
-def _convert_layout_or_keep(per_call, lanes: int):
+def _convert_layout_or_keep(per_call, lanes: int, kept: list):
     """Relax ``ConvertLayout`` with ``per_call``, run only where a conv2d gets blocked, and the model
-    kept as it is when TVM's pass fails (one warning).
+    kept as it is when TVM's pass fails (one warning). ``kept`` (read by ``per_call``) is set to the
+    module's :func:`_convs_into_concat` first.
 
     TVM 0.27's ``ConvertLayout`` dies with ``std::bad_alloc`` on the BERT-base encoder layer (no
     conv2d at all; found running the model tier with NCHWc): a model with nothing to block is not
@@ -369,7 +413,8 @@ def _convert_layout_or_keep(per_call, lanes: int):
 
     @tvm.transform.module_pass(opt_level=0, name="release.ConvertLayoutOrKeep")
     def convert(mod, ctx):
-        n = _blocked_convs(mod, lanes)
+        kept[:] = _convs_into_concat(mod)
+        n = _blocked_convs(mod, lanes, kept)
         if n == 0:
             return mod
         try:
