@@ -293,10 +293,34 @@ def blocked_conv2d_legalize(bb, call):
                   re.fullmatch(r"NCHW(\d+)c", ol))
     if not (md and mk and mo) or int(a.groups) != 1 or md.group(1) != mk.group(1) or mk.group(2) != mo.group(1):
         return tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")(bb, call)
-    out_dtype = str(a.out_dtype) if str(a.out_dtype) not in ("", "void") else None
     return bb.call_te(conv2d_nchwc_compute, call.args[0], call.args[1], [int(x) for x in a.strides],
-                      [int(x) for x in a.padding], [int(x) for x in a.dilation], out_dtype,
+                      [int(x) for x in a.padding], [int(x) for x in a.dilation], dtype_attr(a.out_dtype),
                       primfunc_name_hint="conv2d_NCHWc")
+
+
+def dtype_attr(value) -> str | None:
+    """The dtype a Relax operator attribute names, or None when it names none.
+
+    An operator attribute such as ``nn.conv2d``'s ``out_dtype`` is "unset" in more than one
+    spelling, depending on who built the call: ``None`` (TVM 0.27's ONNX frontend builds its
+    convolutions without one), ``""`` or ``"void"`` (the op constructors' default). Each means "the
+    data's dtype" (Relax's own conv2d legalization falls back the same way); read such attributes
+    through this function, never through ``str(...)``, which turns ``None`` into the dtype ``"None"``.
+
+    Parameters
+    ----------
+    value : tvm dtype, str or None
+        The attribute as read from ``call.attrs``.
+
+    Returns
+    -------
+    str or None
+        ``"float32"`` and the like, or None for an unset attribute.
+    """
+    if value is None:
+        return None
+    text = str(value)
+    return None if text in ("", "void", "None") else text
 
 
 def layout_passes(target, layout: str | None) -> list:
