@@ -702,9 +702,9 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     used = sum(tu.trials for tu in tuners.values())
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from .progress import progress as make_progress  # a bar on a terminal, plain lines elsewhere
 
-        bar = tqdm(total=n_trial, initial=min(used, n_trial), desc="model", unit="trial", dynamic_ncols=True)
+        bar = make_progress(n_trial, desc="model", unit="trial", initial=min(used, n_trial))
     try:
         while used < n_trial:
             alive = [i for i, t in enumerate(tasks) if tuners[t.key].has_next()]
@@ -722,9 +722,10 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
             used += gained
             sched.observe(i, tu)
             if bar is not None:
+                bar.set_postfix_str(f"{task.name}: {tu.trials} trials, best {tu.best_cost * 1e3:.3f} ms "
+                                    f"({tu.best_gflops:.2f} GFLOPS), weight {task.weight}, "
+                                    f"{100 * share_of[task.key]:.0f}% of the latency")
                 bar.update(gained)
-                bar.set_postfix_str(f"{task.name}: {tu.trials} trials, best {tu.best_cost * 1e3:.3f} ms, "
-                                    f"weight {task.weight}, {100 * share_of[task.key]:.0f}% of the latency")
             if gained == 0:
                 sched.exhausted(i)
     finally:
@@ -1058,9 +1059,9 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
     database = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")  # tune_relax's "json"
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from .progress import progress as make_progress
 
-        bar = tqdm(total=n_trial, desc="ms", unit="trial", dynamic_ncols=True)
+        bar = make_progress(n_trial, desc="ms", unit="trial")
     t0 = time.time()
     callbacks = list(ms.measure_callback.MeasureCallback.create("default"))
     callbacks.append(_trial_callback(t0, database, bar, trial_log))
