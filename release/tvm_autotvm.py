@@ -11,16 +11,17 @@ AutoTVM's import paths find ReLeASE's tuners there::
     task = autotvm.task.create("resnet18.conv2d.2", target="llvm")
     ReleaseTuner(task).tune(64, autotvm.measure_option(), callbacks=[autotvm.callback.log_to_file("r.jsonl")])
 
-The drop-in is at the tuner level: tasks, tuners, ``measure_option``, builders and runners,
-callbacks and ``apply_history_best``. AutoTVM names that cannot exist without Relay and its
+The drop-in is at the tuner level: tasks, tuners, ``measure_option``, builders and runners (AutoTVM's
+signatures), callbacks, ``record`` (``load_from_file``, ``pick_best``, ``decode``, ``encode``) and
+``apply_history_best`` (an object, and a ``with`` context in which the log's best records are
+MetaSchedule's current database). AutoTVM names that cannot exist without Relay and its
 templates (``autotvm.template``, ``autotvm.task.extract_from_program``, ``register_topi_compute``,
 dispatch contexts, the graph tuner, ...) raise :class:`release.errors.AliasError` naming what to
 use instead (tasks come from workloads, TE, PrimFuncs or a Relax model's
 ``release.model.extract_tasks``).
 
-Aliased modules: ``tvm.autotvm`` -> ``release.autotvm``, ``tvm.autotvm.tuner``, ``.task``,
-``.callback`` -> the same submodules of ``release.autotvm``, ``tvm.autotvm.measure`` ->
-``release.measure``, ``tvm.autotvm.record`` -> ``release.measure.records``.
+Aliased modules: ``tvm.autotvm`` -> ``release.autotvm``, and ``tvm.autotvm.tuner``, ``.task``,
+``.callback``, ``.measure``, ``.record`` -> the same submodules of ``release.autotvm``.
 
 Raises
 ------
@@ -44,8 +45,8 @@ ALIASES = {
     "tvm.autotvm.tuner": "release.autotvm.tuner",
     "tvm.autotvm.task": "release.autotvm.task",
     "tvm.autotvm.callback": "release.autotvm.callback",
-    "tvm.autotvm.measure": "release.measure",
-    "tvm.autotvm.record": "release.measure.records",
+    "tvm.autotvm.measure": "release.autotvm.measure",
+    "tvm.autotvm.record": "release.autotvm.record",
 }
 
 # AutoTVM names (apache/tvm v0.19 python/tvm/autotvm) that need Relay or AutoTVM's templates.

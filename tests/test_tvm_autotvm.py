@@ -27,7 +27,12 @@ def test_readme_line_works_and_names_resolve_to_release():
         assert ReleaseTuner is release.tuners.release_tuner.ReleaseTuner
         assert tvm.autotvm.tuner.XGBTuner is XGBTuner is release.tuners.xgb.XGBTuner
         assert autotvm.measure_option is release.autotvm.measure_option
-        assert tvm.autotvm.measure.LocalRunner is release.measure.LocalRunner
+        assert tvm.autotvm.measure.LocalRunner is release.autotvm.LocalRunner  # AutoTVM's signature
+        assert issubclass(release.autotvm.LocalRunner, release.measure.LocalRunner)
+        from tvm.autotvm.record import load_from_file, pick_best, decode
+        assert tvm.autotvm.record.load_from_file is release.autotvm.record.load_from_file
+        with autotvm.apply_history_best([]) as ctx:  # a context manager (no log: no records)
+            assert len(ctx) == 0
         assert autotvm.callback.log_to_file is release.autotvm.callback.log_to_file
         task = autotvm.task.create("tiny.matmul.1", target="llvm")
         print(type(XGBTuner(task)).__name__, task.name)
