@@ -10,6 +10,7 @@ import sys
 import time
 
 from .errors import ReleaseError, TunerError, check_n_trial
+from .zoo import MODEL_NAMES as ZOO_MODELS
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("tune-model", help="tune every task of a model and compile it",
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--model", default="resnet18",
-                   help="built-in model (resnet18, vgg16, alexnet, mobilenet_v2, bert-base-layer, tiny-cnn) or an .onnx file")
+                   help=f"built-in model ({', '.join(ZOO_MODELS)}) or an .onnx file")
     p.add_argument("--target", default="llvm", help="'llvm' (this CPU) or a JSON dict")
     p.add_argument("--tuner", default="random", help="tuner for every task (see `release tune --help`)")
     p.add_argument("--n-trial", type=int, default=2000, help="measured configs over all tasks")
@@ -118,7 +119,7 @@ def register(subparsers) -> None:
                         "(resnet18, mobilenet_v2, bert-base-layer: release+, xgb, ms; hours) | model-smoke "
                         "(tiny-cnn, a minute) (sets the defaults below)")
     p.add_argument("--models", nargs="*", default=None,
-                   help="model tiers: built-in models to tune end to end (None: the tier's)")
+                   help=f"model tiers: built-in models to tune end to end ({', '.join(ZOO_MODELS)}; None: the tier's)")
     p.add_argument("--checkpoints", type=int, default=None,
                    help="model tiers: points of the latency-vs-wall-time curve, one every 1/N of the budget "
                         "(None: the tier's, 4 for model)")
@@ -447,7 +448,28 @@ def _add_knowledge_args(p) -> None:
                         "features (measured worse than seeds on held-out layers: benchmarks/results/knowledge/holdout/)")
 
 
+def check_model_arg(spec: str, option: str = "--model") -> None:
+    """Refuse, before TVM or PyTorch is imported, a model that is neither built in nor an existing .onnx file.
+
+    Raises
+    ------
+    ModelError
+        ``spec`` ends in ``.onnx`` and is no file (missing, or a folder), or names no built-in model
+        (:data:`release.zoo.MODEL_NAMES`).
+    """
+    from .errors import ModelError
+
+    if spec.endswith(".onnx"):
+        if os.path.isdir(spec):
+            raise ModelError(f"{option} {spec} is a folder; give an .onnx file")
+        if not os.path.exists(spec):
+            raise ModelError(f"ONNX file {spec} does not exist")
+    elif spec not in ZOO_MODELS:
+        raise ModelError(f"unknown model {spec!r}; built-in models: {', '.join(ZOO_MODELS)} (or an .onnx file)")
+
+
 def cmd_tune_model(args) -> int:
+    check_model_arg(args.model)  # a missing file or an unknown name: one line before any import
     from . import model as M
     from .measure import apply_history_best
     from .target import resolve_target
@@ -598,7 +620,9 @@ def cmd_tune_model(args) -> int:
             bar.update(1)
     if bar is not None:
         bar.close()
-    print(f"deploy   {lib} (weights packed in): import tvm; from tvm import relax; "
+    # a model whose weights are runtime inputs (an ONNX file exported without them) takes them at run time
+    packed = "weights packed in" if model.params else "weights not packed in: main takes them as inputs after the data"
+    print(f"deploy   {lib} ({packed}): import tvm; from tvm import relax; "
           f"vm = relax.VirtualMachine(tvm.runtime.load_module({lib!r}), tvm.cpu()); out = vm['main'](*inputs)")
     print(f"         run with TVM_NUM_THREADS={threads}; the log {log} resumes with the same command")
     return 0

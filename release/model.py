@@ -173,14 +173,16 @@ def default_prepack(model: Model, target) -> bool:
     """Pre-pack weights by default on CPU (llvm) targets when the model's weights are constants
     (TVM's ``static_shape_tuning_pipeline`` docstring: "cpu_weight_prepack is expected to be True
     when running on CPU"). A model whose weights are runtime inputs is tuned without it; a
-    one-line note says so."""
+    one-line note says so, once per model however many steps ask."""
     from .target import resolve_target
 
     if resolve_target(target).kind.name != "llvm":
         return False
     if not model.params:
-        logger.warning("%s: its weights are runtime inputs, not constants: tuned without weight pre-packing",
-                       model.name)
+        if not getattr(model, "_noted_weight_inputs", False):  # once per model, not once per caller
+            logger.warning("%s: its weights are runtime inputs, not constants: tuned without weight pre-packing",
+                           model.name)
+            model._noted_weight_inputs = True
         return False
     return True
 

@@ -447,9 +447,16 @@ def _export(args) -> int:
     return 0
 
 
+def _model_names() -> str:
+    """The accepted ``model:NAME`` names, from the registry (:mod:`release.graph.models`)."""
+    from .models import FULL_SIZE_NAMES, MODEL_NAMES
+
+    return ", ".join(MODEL_NAMES + FULL_SIZE_NAMES)
+
+
 def _add_graph_args(p) -> None:
-    p.add_argument("--graph", required=True, help="PATH (graph JSON), synthetic:SEED or model:NAME "
-                   "(resnet18, transformer, inception, randwire, tiny)")
+    p.add_argument("--graph", required=True, help="PATH (graph JSON), synthetic:SEED or model:NAME[@BATCH] "
+                   f"({_model_names()})")
     p.add_argument("--nodes", type=int, default=30, help="nodes of a synthetic graph (default 30)")
     p.add_argument("--width", type=int, default=4, help="largest layer of a synthetic graph (default 4)")
     p.add_argument("--gflops", type=float, default=50.0,
@@ -518,7 +525,8 @@ def register(subparsers) -> None:
 
     a = sub.add_parser("apply", help="reorder a model's Relax module so TVM plans less memory; write module and "
                        "library, check outputs, measure the VM's peak")
-    a.add_argument("--graph", required=True, help="model:NAME[@BATCH] (imported fused, as tvm.compile runs it)")
+    a.add_argument("--graph", required=True, help=f"model:NAME[@BATCH] ({_model_names()}; imported fused, as "
+                   "tvm.compile runs it)")
     a.add_argument("--order", default=None, help="apply this order (JSON from `optimize --out`, or a list); "
                    "default: search TVM's plan with --method")
     a.add_argument("--method", default="brkga,local", help="search methods when no --order (default brkga,local; "
