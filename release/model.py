@@ -532,9 +532,9 @@ def extract_tasks(model: Model, target, prepack: bool | None = None, progress: b
     tasks = []
     extracted = list(ms.relax_integration.extract_tasks(mod, target))
     if progress:
-        from tqdm.auto import tqdm
+        from .progress import track  # a bar on a terminal, a plain line elsewhere
 
-        extracted = tqdm(extracted, desc="extract", unit="task", dynamic_ncols=True)
+        extracted = track(extracted, desc="extract", unit="task")
     for et in extracted:
         t = Task(et.dispatched[0], target, name=f"{model.name}.{et.task_name}", weight=int(et.weight))
         try:
@@ -858,9 +858,10 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
 
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from .progress import progress as make_progress  # a bar on a terminal, a plain line elsewhere
 
-        bar = tqdm(total=5 if prepack else 4, desc="compile", unit="stage", dynamic_ncols=True)
+        stages = 5 if prepack else 4
+        bar = make_progress(stages, desc="compile", unit="stage", every_n=stages)
 
     def _stage(name: str) -> None:
         if bar is not None:

@@ -163,3 +163,18 @@ def progress(total: int, desc: str = "", unit: str = "trial", initial: int = 0, 
 
         return tqdm(total=total, initial=initial, desc=desc, unit=unit, file=file, dynamic_ncols=True)
     return PlainProgress(total, desc=desc, unit=unit, initial=initial, file=file, every_n=every_n, every_s=every_s)
+
+
+def track(items, desc: str = "", unit: str = "item", file=None, disable: bool | None = False):
+    """Iterate over ``items`` with :func:`progress` advanced after each (a bar, or plain lines at the end
+    and every :data:`EVERY_S` seconds: short loops say one line, not one per item)."""
+    items = list(items)
+    bar = progress(len(items), desc=desc, unit=unit, file=file, disable=disable, every_n=len(items) or 1)
+    try:
+        for item in items:
+            yield item
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()

@@ -62,3 +62,12 @@ def test_cli_tune_writes_plain_progress_lines_to_a_redirected_stderr(tmp_path):
     assert [ln.split(" trials")[0] for ln in lines] == [f"tiny.matmul.1: {i}/4" for i in (1, 2, 3, 4)], text
     assert all(" GFLOPS" in ln and ", elapsed " in ln and ", ETA " in ln for ln in lines)
     assert lines[-1].endswith("ETA 0:00")
+
+
+def test_track_says_a_short_loop_in_one_line():
+    from release.progress import track
+
+    out = io.StringIO()
+    assert list(track("abc", desc="extract", unit="task", file=out)) == ["a", "b", "c"]
+    (line,) = out.getvalue().splitlines()
+    assert line.startswith("extract: 3/3 tasks, elapsed ") and line.endswith("ETA 0:00")
