@@ -2,7 +2,8 @@
 
 ``release regal optimize --graph PATH|synthetic:SEED|model:NAME --objective peak-memory|runtime
 --devices N --budget EVALS --method brkga,random,...`` runs each method on the same performance model and
-budget, prints one line per method (objective, evaluations, evaluations/s, improvement over the given order)
+budget, prints one line per method (objective, evaluations, evaluations/s, the objective against the given order's
+in words: "35.29% lower than given")
 and writes the best solution of every method (device per node, op order, times) as JSON.
 
 ``release regal export --graph ... --out graph.json`` writes the graph itself as JSON.
@@ -18,8 +19,19 @@ import time
 from pathlib import Path
 
 from ..errors import GraphError
+from ..stderr_capture import capture_stderr
 
 logger = logging.getLogger(__name__)
+
+
+def vs_given(value: float, given: float, what: str = "the given order") -> str:
+    """``value`` against the given order's, in words: ``"35.29% lower than the given order"``,
+    ``"4.00% higher than ..."`` or ``"equal to ..."`` (for every objective here, runtime and
+    memory alike, lower is better; a sign alone was read the wrong way round)."""
+    if value == given or not given:
+        return f"equal to {what}" if value == given else f"{value:.6g} vs {what}'s 0"
+    pct = 100.0 * abs(value - given) / abs(given)
+    return f"{pct:.2f}% {'lower' if value < given else 'higher'} than {what}"
 
 METHOD_CHOICES = ("brkga", "tuned-brkga", "regal", "random", "local", "greedy", "given", "exact")
 
@@ -266,9 +278,9 @@ def _optimize(args) -> int:
         impr = 100.0 * (given_obj - obj) / given_obj if given_obj > 0 else 0.0
         extra = f" [{status}]" if status else ""
         rate_s = f"{rate:9.0f}" if evals > 1 else f"{'-':>9s}"
-        vs = f"{impr:+6.2f}% vs given" if vio <= 0 else f"INFEASIBLE (+{vio:.0f} bytes over limit)"
+        vs = vs_given(obj, given_obj, "given") if vio <= 0 else f"INFEASIBLE (+{vio:.0f} bytes over limit)"
         total = evals + extra_evals
-        print(f"{name:12s} {obj:14.1f} {unit}  {vs}  {total:6d} evals  "
+        print(f"{name:12s} {obj:14.1f} {unit}  {vs:<27s}  {total:6d} evals  "
               f"{rate_s} evals/s  {secs:6.2f} s{extra}")
         results[name] = {"objective": obj, "violation": vio, "evaluations": evals,
                          "tuning_evaluations": extra_evals, "total_evaluations": total, "seconds": secs,
@@ -386,50 +398,66 @@ def _apply(args) -> int:
     from .tvm_plan import TVMPlanModel
 
     budget = _positive_int("--budget")(args.budget)
+    runs = _positive_int("--measure-runs")(args.measure_runs)
     methods = _methods(args.method)
     bad = [m for m in methods if m not in SEARCH_METHODS + ("regal", "greedy", "given")]
     if bad:
         raise GraphError(f"--method {bad[0]} cannot search TVM's plan; use {', '.join(SEARCH_METHODS)}, regal, "
                          "greedy or given")
-    graph, mod = load_model_graph(args.graph, True)
-    plan = TVMPlanModel(mod, graph)
-    prep = {}
-    if "regal" in methods and not args.order:  # the policy trained on TVM's plan (or --checkpoint)
-        args.objective, args.memory = "peak-memory", "tvm"
-        prep = _prepare_methods(["regal"], args, graph, 1, {"memory_limit": None})
-    print(f"graph {graph.summary()}")
-    if args.order:
-        order, how = _read_order(args.order, graph.n), f"order from {args.order}"
-    else:
-        model = PerformanceModel(graph, 1, "peak-memory", memory_plan=plan)
-        seeds = seed_chromosomes(model)
-        best = None
-        for name in methods:
-            m = PerformanceModel(graph, 1, "peak-memory", memory_plan=plan)
-            kw = {"initial": seeds} if name in SEARCH_METHODS else {}
-            if name == "regal":
-                from .brkga import brkga, policy_fraction_schedule
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # TVM's runtime logs a 'Scope Saving' warning per function to stderr when a library is exported
+    # (about a hundred lines): kept in a file, counted in one line
+    with capture_stderr(out_dir / "stderr.log") as captured:
+        graph, mod = load_model_graph(args.graph, True)
+        plan = TVMPlanModel(mod, graph)
+        prep = {}
+        if "regal" in methods and not args.order:  # the policy trained on TVM's plan (or --checkpoint)
+            args.objective, args.memory = "peak-memory", "tvm"
+            prep = _prepare_methods(["regal"], args, graph, 1, {"memory_limit": None})
+        print(f"graph {graph.summary()}")
+        if args.order:
+            order, how = _read_order(args.order, graph.n), f"order from {args.order}"
+        else:
+            model = PerformanceModel(graph, 1, "peak-memory", memory_plan=plan)
+            seeds = seed_chromosomes(model)
+            best = None
+            for name in methods:
+                m = PerformanceModel(graph, 1, "peak-memory", memory_plan=plan)
+                kw = {"initial": seeds} if name in SEARCH_METHODS else {}
+                if name == "regal":
+                    from .brkga import brkga, policy_fraction_schedule
 
-                r = brkga(m, budget, seed=args.seed, initial=seeds,
-                          policy_fraction=policy_fraction_schedule(budget, table=prep["policy_fraction"]),
-                          **prep["regal"][0])
-            else:
-                r = run_method(name, m, budget, args.seed, **kw)
-            print(f"{name:12s} {r.best_objective:14.0f} bytes (model of TVM's plan)  {r.evaluations} evals")
-            if best is None or r.best_objective < best[1]:
-                best = (name, r.best_objective, r.best_chromosome)
-        order = PerformanceModel(graph, 1, "peak-memory").decode(best[2]).order.tolist()
-        how = f"best of {', '.join(methods)} at budget {budget} ({best[0]})"
-    rep = apply_order(mod, graph, order, args.out, measure=not args.no_measure, seed=args.seed)
+                    r = brkga(m, budget, seed=args.seed, initial=seeds,
+                              policy_fraction=policy_fraction_schedule(budget, table=prep["policy_fraction"]),
+                              **prep["regal"][0])
+                else:
+                    r = run_method(name, m, budget, args.seed, **kw)
+                print(f"{name:12s} {r.best_objective:14.0f} bytes (model of TVM's plan)  {r.evaluations} evals")
+                if best is None or r.best_objective < best[1]:
+                    best = (name, r.best_objective, r.best_chromosome)
+            order = PerformanceModel(graph, 1, "peak-memory").decode(best[2]).order.tolist()
+            how = f"best of {', '.join(methods)} at budget {budget} ({best[0]})"
+        rep = apply_order(mod, graph, order, args.out, measure=not args.no_measure, seed=args.seed, runs=runs)
     pct = 100.0 * (rep.planned_before - rep.planned_after) / rep.planned_before if rep.planned_before else 0.0
     print(f"TVM plan, given order   {rep.planned_before:14d} bytes")
-    print(f"TVM plan, applied order {rep.planned_after:14d} bytes  ({pct:+.2f}% less; {how}"
-          f"{'' if rep.improved else '; TVM plans it no smaller: the given order is kept'})")
-    if rep.vm_peak_before is not None:
-        print(f"VM peak (measured, child process RSS): given {rep.vm_peak_before} bytes, applied {rep.vm_peak_after} bytes")
+    print(f"TVM plan, applied order {rep.planned_after:14d} bytes  ({vs_given(rep.planned_after, rep.planned_before)}; "
+          f"{how}{'' if rep.improved else '; TVM plans it no smaller: the given order is kept'})")
+    if rep.vm_peaks_before:
+        def spread(runs_: list) -> str:
+            if len(runs_) == 1:
+                return "one run"
+            return "every run" if min(runs_) == max(runs_) else f"runs {min(runs_):,}-{max(runs_):,}"
+
+        print(f"VM peak (measured, child process RSS, median of {len(rep.vm_peaks_before)} run"
+              f"{'s' if len(rep.vm_peaks_before) != 1 else ''} each): given {rep.vm_peak_before:,} bytes "
+              f"({spread(rep.vm_peaks_before)}), applied {rep.vm_peak_after:,} bytes ({spread(rep.vm_peaks_after)}): "
+              f"{rep.vm_peak_change()}")
+    print(f"TVM output: {captured.summary()}")
     print(f"outputs identical: {rep.outputs_identical} (max |diff| {rep.max_abs_diff:.3g})")
     d = rep.to_dict()
-    d.update(graph=graph.name, source=how, reduction_pct=pct)
+    d.update(graph=graph.name, source=how, reduction_pct=pct, vm_peak_change=rep.vm_peak_change(),
+             stderr={"warnings": captured.warnings, "file": str(captured.path)})
     Path(args.out, "apply.json").write_text(json.dumps(d, indent=1))
     print(f"wrote {rep.files['module']}, {rep.files['library']}, {Path(args.out, 'apply.json')}")
     if not rep.outputs_identical:
@@ -536,6 +564,8 @@ def register(subparsers) -> None:
     a.add_argument("--budget", default="5000", help="evaluations per method (default 5000)")
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--no-measure", action="store_true", help="skip measuring the compiled VM's peak memory")
+    a.add_argument("--measure-runs", default="3", help="VM peak measurements of each library, each in a fresh "
+                   "process; a change inside their spread is reported as no measurable change (default 3)")
     a.add_argument("--out", required=True, help="folder for reordered.py, reordered.so (weights embedded) and apply.json")
     a.set_defaults(func=_apply)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -246,13 +246,17 @@ class ApplyReport:
     improved : bool
         Whether the applied order is the candidate (TVM plans it strictly smaller); otherwise the given order.
     vm_peak_before, vm_peak_after : int or None
-        Peak bytes the compiled VM added while running ``main`` once, measured (None when not measured).
+        Peak bytes the compiled VM added while running ``main`` once, measured: the median of
+        :attr:`vm_peaks_before` / :attr:`vm_peaks_after` (None when not measured).
     outputs_identical : bool
         Every output bitwise identical on the same random inputs.
     order : list of int
         The applied order.
     files : dict
         Paths written (``module``: TVMScript of the reordered module, ``library``: its compiled library).
+    vm_peaks_before, vm_peaks_after : list of int
+        Every measured run (one fresh process each), given and applied library alternately; empty when
+        not measured.
     """
 
     planned_before: int
@@ -264,6 +268,8 @@ class ApplyReport:
     max_abs_diff: float
     order: list
     files: dict
+    vm_peaks_before: list = field(default_factory=list)
+    vm_peaks_after: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """Plain dict for JSON."""
@@ -271,8 +277,42 @@ class ApplyReport:
 
         return asdict(self)
 
+    def vm_peak_change(self) -> str:
+        """The measured peaks' change in words (:func:`measured_change`); "" when not measured."""
+        return measured_change(self.vm_peaks_before, self.vm_peaks_after) if self.vm_peaks_before else ""
 
-def apply_order(mod, graph, order, out_dir, measure: bool = True, seed: int = 0) -> ApplyReport:
+
+def measured_change(before, after) -> str:
+    """How a repeatedly measured quantity changed, said only as far as the runs' spread allows.
+
+    Parameters
+    ----------
+    before, after : sequence of float
+        The runs of each (at least one each).
+
+    Returns
+    -------
+    str
+        ``"12.3% lower"`` or ``"12.3% higher"`` (medians) when every run of one is below every run of
+        the other; ``"no measurable change (inside the runs' spread)"`` when their ranges overlap;
+        with a single run of either, the change followed by ``"(one run: spread unknown)"``.
+    """
+    b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    mb, ma = float(np.median(b)), float(np.median(a))
+    pct = 100.0 * abs(ma - mb) / mb if mb else 0.0
+    word = "lower" if ma < mb else "higher"
+    if ma == mb:
+        change = "no change"
+    else:
+        change = f"{pct:.1f}% {word}"
+    if len(b) < 2 or len(a) < 2:
+        return f"{change} (one run: spread unknown)"
+    if a.max() < b.min() or a.min() > b.max():
+        return change
+    return "no measurable change (inside the runs' spread)"
+
+
+def apply_order(mod, graph, order, out_dir, measure: bool = True, seed: int = 0, runs: int = 3) -> ApplyReport:
     """Hand ``order`` to TVM: keep it only if TVM plans it smaller, write the module and library, check outputs.
 
     Parameters
@@ -287,6 +327,10 @@ def apply_order(mod, graph, order, out_dir, measure: bool = True, seed: int = 0)
         be large: 0.9 GB for the BERT-base layer at batch 8).
     measure : bool, default True
         Measure each library's VM peak in a child process (:func:`measure_vm_peak`).
+    runs : int, default 3
+        Measurements of each library's VM peak, given and applied alternately (a resident set moves
+        by tens of KiB from run to run: the report says a change only when it is outside that spread,
+        :func:`measured_change`).
 
     Returns
     -------
@@ -323,14 +367,18 @@ def apply_order(mod, graph, order, out_dir, measure: bool = True, seed: int = 0)
     files = {"module": str(out / "reordered.py"), "library": str(out / "reordered.so")}
     Path(files["module"]).write_text(cand.script())
     ex_new.export_library(files["library"])
-    peak_b = peak_a = None
+    peaks_b: list = []
+    peaks_a: list = []
     if measure:
         import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:  # the given module's library is only measured, not kept
             given_lib = str(Path(tmp) / "given.so")
             ex_given.export_library(given_lib)
-            peak_b = measure_vm_peak(given_lib, xs)
-        peak_a = measure_vm_peak(files["library"], xs)
+            for _ in range(max(1, int(runs))):
+                peaks_b.append(measure_vm_peak(given_lib, xs))
+                peaks_a.append(measure_vm_peak(files["library"], xs))
+    peak_b = int(np.median(peaks_b)) if peaks_b else None
+    peak_a = int(np.median(peaks_a)) if peaks_a else None
     return ApplyReport(int(before), int(after), bool(improved), peak_b, peak_a, bool(same), diff,
-                       [int(v) for v in order], files)
+                       [int(v) for v in order], files, peaks_b, peaks_a)
