@@ -167,10 +167,30 @@ def test_ms_evolutionary_takes_the_same_seeds_through_its_database(matmul_task, 
     assert tuner.seeds == knowledge_seeds(matmul_task, records, 4) and len(tuner.seeds) >= 1
     assert tuner.knowledge_used == (24, 1)
     meas = ReplayMeasurer(matmul_task)
+    offered, in_db_at_start = [], []  # each generation's configs; the database when the first was drawn
+    new_generation = tuner._new_generation
+
+    def observed_generation():
+        new_generation()
+        in_db_at_start.append(len(tuner.database.get_all_tuning_records()))
+        offered.append([c for _, c in tuner._gen])
+
+    tuner._new_generation = observed_generation
     tuner.tune(len(tuner.seeds) + 8, meas)
-    first = [c for batch in meas.calls for c in batch][:len(tuner.seeds)]
+    measured = [c for batch in meas.calls for c in batch]
+    first = measured[:len(tuner.seeds)]
     assert first == tuner.seeds
-    assert tuner.generations == 1  # one generation after the seeds, whose 8 candidates follow
+    # the first generation was drawn with the seeds (and only them) in the database, and every config
+    # measured after the seeds is a generation's candidate, the first generation's first, in its order.
+    # How many generations 8 new configs take is not asserted: it depends on how many candidates
+    # repeat a measured config, which MetaSchedule's search does not fix
+    assert tuner.generations == len(offered) >= 1 and in_db_at_start[0] == len(tuner.seeds)
+    after = measured[len(tuner.seeds):]
+    assert len(after) == 8 and len(set(after)) == 8 and not set(after) & set(tuner.seeds)
+    own = [c for c in offered[0] if c is not None and c not in tuner.seeds]
+    own = list(dict.fromkeys(own))
+    assert after[:len(own)] == own[:8]
+    assert set(after) <= {c for gen in offered for c in gen}
     space = matmul_task.config_space
     in_db = {space.from_trace(r.trace) for r in tuner.database.get_all_tuning_records()}
     assert set(tuner.seeds) <= in_db
