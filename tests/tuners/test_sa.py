@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -33,17 +32,14 @@ def test_sa_finds_the_optimum_of_a_synthetic_cost(matmul_task, seed):
     target = space.random_config(np.random.default_rng(100 + seed))
     model = Peak(space, target)
     sa = SimulatedAnnealingOptimizer(matmul_task, seed=seed)  # AutoTVM defaults: 500 steps, 128 chains
-    t0 = time.perf_counter()
     plan = sa.find_maximums(model, 64, set())
-    seconds = time.perf_counter() - t0
     assert plan[0] == tuple(space.canonical(target)), "the best config returned is the optimum"
     assert len(plan) == 64 == len(set(plan))
     scores = model.predict(np.array(plan))
     assert np.all(np.diff(scores) <= 1e-12), "best first"
     # within its budget: at most 128 x 501 queries, ~11% of the space
     assert sa.last_stats["queries"] <= 128 * 501 < space.size / 9
-    assert model.calls == sa.last_stats["queries"] + 64
-    assert seconds < 10, f"one round took {seconds:.1f} s"
+    assert model.calls == sa.last_stats["queries"] + 64  # the work of one round, bounded above: not its seconds
 
 
 def test_sa_beats_random_search_with_the_same_budget(conv_task):
