@@ -91,6 +91,9 @@ class TuningSession:
         Whether :meth:`verify_best` checked the current best's output (None: not checked).
     """
 
+    #: most configs of another machine's records of this task measured first as seeds (by their timing there)
+    max_seeds = 32
+
     def __init__(self, task, proposer):
         self.task = task
         self.space = task.config_space
@@ -113,6 +116,8 @@ class TuningSession:
         self.rejected_in_a_row = 0
         self.stop_reason = ""
         self.verified: bool | None = None
+        self.seeds_elsewhere = 0  # configs of this task measured on other machines, queued as seeds
+        self._seed_queue: list[tuple] = []  # handed out by ask() before the proposer's configs
 
     # ------------------------------------------------------------------ state
     @property
@@ -141,11 +146,18 @@ class TuningSession:
         Returns
         -------
         list[tuple]
-            Canonical configs in the proposer's order; empty when it proposed nothing new. The
+            Seeds of :meth:`resume` first (another machine's best configs of this task, any
+            proposer), then canonical configs in the proposer's order; empty when it proposed nothing new. The
             time taken is booked as search time and shared out over them.
         """
         t0 = time.perf_counter()
-        configs = [self.space.canonical(c) for c in self.proposer.next_batch(n)]
+        seeds = []
+        while self._seed_queue and len(seeds) < n:  # other machines' best configs of this task first
+            c = self._seed_queue.pop(0)
+            if c not in self.visited and c not in seeds:
+                seeds.append(c)
+        rest = self.proposer.next_batch(n - len(seeds)) if len(seeds) < n else []
+        configs = seeds + [self.space.canonical(c) for c in rest]
         configs = [c for c in dict.fromkeys(configs) if c not in self.visited]
         search = time.perf_counter() - t0
         self.time_search += search
@@ -230,7 +242,12 @@ class TuningSession:
     def resume(self, records) -> int:
         """:meth:`tell` over stored records of this task (others are ignored).
 
-        Records whose config does not fit the knob space are matched through their trace
+        Records of this task (:meth:`release.task.Task.owns`: its program on its ISA class) measured
+        on this machine (:meth:`release.task.Task.tier` ``"machine"``) are trials already done.
+        Those measured on another machine of the ISA class are not: their timings are never mixed
+        with this machine's; their best configs become seeds, measured here first
+        (:attr:`seeds_elsewhere` counts them; one info line names the machines). Records whose
+        config does not fit the knob space are matched through their trace
         (``KnobSpace.config_of_record``) or, failing that, skipped with one warning; configs
         already visited are skipped. A fresh session's rounds continue from the records' last
         round.
@@ -242,13 +259,17 @@ class TuningSession:
         Returns
         -------
         int
-            Number of records used.
+            Number of records used as trials (seeds not counted).
         """
         results = []
         unusable = 0
         fresh = self.trials == 0 and not self.visited
+        elsewhere = []
         for rec in records:
-            if rec.task != self.task.key:
+            if not self.task.owns(rec):
+                continue
+            if self.task.tier(rec) != "machine":  # another machine's timing: a seed, never a trial or a cost
+                elsewhere.append(rec)
                 continue
             if fresh:  # the refit that follows makes round round_base + 1, as in the interrupted run
                 self.round_base = max(self.round_base, int(rec.round))
@@ -267,7 +288,32 @@ class TuningSession:
                            self.task.name, unusable)
         if results:
             self.proposer.update([r.config for r in results], results)
+        if elsewhere:
+            self._seed_from_elsewhere(elsewhere)
         return len(results)
+
+    def _seed_from_elsewhere(self, records) -> None:
+        """Queue the best configs (by their timing there, at most :attr:`max_seeds`) of this task
+        measured on other machines of its ISA class: :meth:`ask` hands them out before the
+        proposer's configs, whatever the proposer."""
+        from .target import machine_of
+
+        ok = sorted((r for r in records if r.ok), key=lambda r: r.mean_cost)
+        configs, seen = [], set(self.visited)
+        for rec in ok:
+            try:
+                c = self.space.config_of_record(rec.config, rec.trace)
+            except InvalidConfigError:
+                continue
+            if c not in seen:
+                seen.add(c)
+                configs.append(c)
+        machines = sorted({machine_of(r.target, r.machine) for r in records})
+        self._seed_queue.extend(c for c in configs[:self.max_seeds] if c not in self._seed_queue)
+        n = self.seeds_elsewhere = len(self._seed_queue)
+        logger.info("%s: %d record(s) of this task from %s (another machine of %s): not trials here; %d of "
+                    "their best configs are measured first as seeds", self.task.name, len(records),
+                    ", ".join(machines[:3]) + (" ..." if len(machines) > 3 else ""), self.task.isa_class, n)
 
     def _observe_stored(self, result: MeasureResult) -> None:
         """:meth:`observe` for a stored result: its measuring time is not this session's."""

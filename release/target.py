@@ -41,6 +41,7 @@ _CUDA_DEFAULTS = {
 _ALIASES = ("llvm", "cuda")
 
 
+@functools.lru_cache(maxsize=1)
 def host_cpu() -> str:
     """The host CPU name LLVM knows (``znver3``, ``emeraldrapids``, ...)."""
     import tvm
@@ -259,6 +260,164 @@ def _jsonable(v):
     if isinstance(v, (list, tuple)) or hasattr(v, "__len__"):
         return [_jsonable(x) for x in v]
     return str(v)
+
+
+#: x86 vector levels, widest first: (feature LLVM reports for the CPU, class name)
+_X86_LEVELS = (("avx512f", "avx512"), ("avx2", "avx2"), ("avx", "avx"), ("sse4.2", "sse4"))
+
+
+@functools.lru_cache(maxsize=256)
+def _isa_class_of_json(text: str) -> str:
+    import tvm
+    from tvm.target.codegen import target_has_features
+
+    try:
+        d = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(d, dict):
+        return text
+    kind = str(d.get("kind", "?"))
+    if kind == "cuda":
+        return f"cuda {d.get('arch') or 'sm_?'}"
+    if kind != "llvm":
+        return " ".join([kind] + [f"{k}={d[k]}" for k in ("mtriple", "arch", "mcpu") if d.get(k)])
+    triple = str(d.get("mtriple") or _host_triple())
+    arch = triple.split("-", 1)[0]
+    probe = {k: d[k] for k in ("kind", "mcpu", "mtriple", "mattr") if d.get(k)}
+    try:
+        target = tvm.target.Target(probe)
+    except Exception:  # noqa: BLE001 - a CPU this LLVM does not know: its exact name is all we have
+        return f"llvm {arch} mcpu={d.get('mcpu')}"
+
+    def has(feature: str) -> bool:
+        try:
+            return bool(target_has_features(feature, target))
+        except Exception:  # noqa: BLE001 - a feature the architecture does not have
+            return False
+
+    if arch in ("x86_64", "i386", "i686", "amd64") or arch.startswith("x86"):
+        level = next((name for feature, name in _X86_LEVELS if has(feature)), "sse2")
+    elif arch in ("aarch64", "arm64"):
+        level = "sve" if has("sve") else "neon"
+    elif arch.startswith("arm"):
+        level = "neon" if has("neon") else "scalar"
+    elif arch.startswith("riscv"):
+        level = "rvv" if has("v") else "scalar"
+    else:
+        level = str(d.get("mcpu") or "generic")
+    return f"llvm {arch} {level}"
+
+
+def isa_class(target) -> str:
+    """The instruction-set class of a target: what decides whether a schedule is valid and how it
+    vectorizes, without the exact machine.
+
+    Records are matched by program plus this class (``release.task.Task.key``), so a log or a
+    knowledge base written on one CPU serves every CPU of the same class: an AMD Zen 4 and an Intel
+    Xeon with AVX-512 share ``llvm x86_64 avx512``. The exact machine (``mcpu``, ``num-cores``, the
+    CPU's model name on the record) stays on each record as provenance
+    (:func:`machine_of`).
+
+    Parameters
+    ----------
+    target : str, dict or tvm.target.Target
+        A target JSON text (a record's ``target``), its dict, or a ``Target``.
+
+    Returns
+    -------
+    str
+        ``"llvm <arch> <vector level>"`` for CPUs (x86: ``avx512`` when LLVM reports ``avx512f``
+        for the target's ``mcpu``/``mattr``, else ``avx2``, ``avx``, ``sse4``, ``sse2``; AArch64:
+        ``sve`` or ``neon``); ``"cuda <arch>"`` (``sm_90``) for CUDA; other kinds their kind and
+        ``mtriple``/``arch``/``mcpu``. An ``mcpu`` this LLVM does not know keeps its name
+        (``llvm x86_64 mcpu=NAME``: matched only with itself). Cached per target text.
+
+    Notes
+    -----
+    The class is the vector width codegen targets, not every extension: CPUs of one class that
+    differ in VNNI, BF16 or AMX share float32 schedules; a schedule that tensorizes with an
+    intrinsic one of them lacks fails its replay or build there and is skipped like any invalid
+    config.
+    """
+    if hasattr(target, "export"):
+        text = target_to_json(target)
+    elif isinstance(target, str):
+        text = target
+    else:
+        text = canonical_target_json(dict(target))
+    return _isa_class_of_json(text)
+
+
+def machine_of(target, machine: str = "") -> str:
+    """A readable name of the exact machine behind a target: ``mcpu``, cores and CPU model.
+
+    Parameters
+    ----------
+    target : str or dict
+        Target JSON text (a record's ``target``) or its dict.
+    machine : str
+        The CPU model name stamped on a record (:func:`host_machine`), "" when unknown (records
+        written before the field existed, remote devices).
+
+    Returns
+    -------
+    str
+        ``"<mcpu>/<cores>c"`` (``"znver4/2c"``), followed by ``" (<model name>)"`` when known; for
+        GPUs the kind and arch.
+    """
+    try:
+        d = json.loads(target) if isinstance(target, str) else dict(target)
+    except (ValueError, TypeError):
+        return str(target)
+    if d.get("kind") == "llvm":
+        name = f"{d.get('mcpu') or 'generic'}/{d.get('num-cores', '?')}c"
+    else:
+        name = " ".join(str(d[k]) for k in ("kind", "arch", "tag") if d.get(k))
+    return f"{name} ({machine})" if machine else name
+
+
+def same_machine(target_a, machine_a: str, target_b, machine_b: str) -> bool:
+    """Whether two records' machines are the same: equal ISA class, ``mcpu`` and ``num-cores``,
+    and equal CPU model names where both are known (one unknown name, as on records older than the
+    field, does not split them)."""
+    try:
+        a = json.loads(target_a) if isinstance(target_a, str) else dict(target_a)
+        b = json.loads(target_b) if isinstance(target_b, str) else dict(target_b)
+    except (ValueError, TypeError):
+        return target_a == target_b
+    for k in ("kind", "mcpu", "mtriple", "arch", "num-cores"):
+        if a.get(k) != b.get(k):
+            return False
+    return not (machine_a and machine_b and machine_a != machine_b)
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or ""
+
+
+def host_machine(target) -> str:
+    """The CPU model name to stamp on a record measured for ``target``: this machine's
+    (``/proc/cpuinfo``'s ``model name``) when the target is this host's CPU (an LLVM target whose
+    ``mcpu`` is the host's and whose triple is the host's); "" otherwise (a remote device through
+    RPC with another CPU, a GPU), where only the target's fields name the machine."""
+    try:
+        d = json.loads(target) if isinstance(target, str) else dict(target)
+    except (ValueError, TypeError):
+        return ""
+    if d.get("kind") != "llvm" or (d.get("mtriple") and str(d["mtriple"]) != _host_triple()):
+        return ""
+    return _cpu_model_name() if d.get("mcpu") == host_cpu() else ""
 
 
 def device_type(target) -> str:

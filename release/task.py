@@ -9,13 +9,15 @@ workloads, a NumPy/PyTorch reference used to check tuned kernels.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from typing import Any, Callable
 
 import numpy as np
 
 from .errors import ReleaseError, WorkloadError
-from .target import ensure_tensor_intrinsics, resolve_target, target_to_json
+from .target import (canonical_target_json, ensure_tensor_intrinsics, host_machine, isa_class, resolve_target,
+                     same_machine, target_to_json)
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +82,15 @@ class Task:
     flop : float
         Floating-point operations of one run (TVM's ``estimate_tir_flops``).
     key : str
-        ``<name>/<16 hex digits>``: stable over processes; the hash covers program and target.
+        ``<name>/<16 hex digits>``: stable over processes and machines; the hash covers the program
+        and the target's ISA class (:func:`release.target.isa_class`), not the exact CPU, so records
+        of any machine of the class match (:meth:`owns`).
+    isa_class : str
+        :func:`release.target.isa_class` of the target (``"llvm x86_64 avx512"``).
+    machine : str
+        CPU model name of this host when the target is this host's CPU, else "" (:func:`release.target.host_machine`).
+    structural_hash : str
+        TVM's structural hash of :attr:`mod`.
     layout_free : tuple of int
         The layout-free inputs (empty: every layout as written).
 
@@ -106,10 +116,12 @@ class Task:
                                                   and "layout_free_buffers" in attrs else ()))
         self.target = resolve_target(target)
         self.target_json = target_to_json(self.target)
+        self.isa_class = isa_class(self.target_json)
+        self.machine = host_machine(self.target_json)
         ensure_tensor_intrinsics(self.target)  # an entry point: knob space, features, MetaSchedule need them
-        digest = hashlib.sha1(
-            f"{tvm_ffi.structural_hash(self.mod)}|{self.target_json}".encode()
-        ).hexdigest()[:16]
+        self.structural_hash = str(tvm_ffi.structural_hash(self.mod))
+        digest = workload_digest_of(self.structural_hash, self.isa_class)
+        self._legacy: dict[str, str] = {}  # record target text -> the digest an older release gave this program there
         self.name = name or f"task-{digest[:8]}"
         self.key = f"{self.name}/{digest}"
         self.flop = float(estimate_tir_flops(self.mod))
@@ -119,6 +131,56 @@ class Task:
 
     def __repr__(self) -> str:
         return f"Task({self.name!r}, target={self.target_json}, gflop={self.flop / 1e9:.4f})"
+
+    # ------------------------------------------------------------------ which records are this task's
+    def owns(self, record) -> bool:
+        """Whether ``record`` measured this task's program on a target of this task's ISA class.
+
+        A record's ``task`` key is ``<name>/<digest>`` with the digest over the program and the
+        target's ISA class (:func:`release.target.isa_class`), so records of the same program from
+        any machine of the class match. Records written by releases that hashed the whole target
+        (``mcpu`` and ``num-cores`` included) are migrated on read: their digest is recomputed from
+        this task's program and the record's own target, and on a match the record's ``task`` is
+        rewritten to :attr:`key` (so later lookups by key find it).
+
+        Parameters
+        ----------
+        record : release.measure.Record
+
+        Returns
+        -------
+        bool
+        """
+        key = record.task
+        if key == self.key:
+            return True
+        digest = key.rsplit("/", 1)[-1]
+        if digest == self.key.rsplit("/", 1)[-1]:
+            return True
+        legacy = self._legacy.get(record.target)
+        if legacy is None:
+            try:
+                canon = canonical_target_json(json.loads(record.target))
+            except (ValueError, TypeError, AttributeError):
+                canon = record.target
+            legacy = self._legacy[record.target] = hashlib.sha1(
+                f"{self.structural_hash}|{canon}".encode()).hexdigest()[:16]
+        if digest != legacy or isa_class(record.target) != self.isa_class:
+            return False
+        record.task = self.key  # migration on read: the record now carries this release's key
+        return True
+
+    def tier(self, record) -> str:
+        """``"machine"`` when ``record`` was measured on this task's machine (same ``mcpu``,
+        ``num-cores`` and, where both are known, CPU model name: :func:`release.target.same_machine`),
+        ``"isa"`` when on another machine of the same ISA class, ``"other"`` otherwise.
+        Only ``"machine"`` records are trials and costs of this machine; ``"isa"`` records are
+        seeds (measured here first), never costs."""
+        if not record.target or record.target == self.target_json:
+            return "machine" if not (record.machine and self.machine and record.machine != self.machine) else "isa"
+        if isa_class(record.target) != self.isa_class:
+            return "other"
+        return "machine" if same_machine(record.target, record.machine, self.target_json, self.machine) else "isa"
 
     @property
     def config_space(self):
@@ -182,6 +244,12 @@ class Task:
             raise ReleaseError(f"tuned kernel of {self.name} is wrong: max abs error {err:.3g} "
                                f"(rtol {rtol}, atol {atol})")
         return err
+
+
+def workload_digest_of(structural_hash: str, isa: str) -> str:
+    """The 16-hex workload digest of a program (its TVM structural hash) on an ISA class: the part
+    of :attr:`Task.key` after the ``/`` (also MetaSchedule database records' workload digest)."""
+    return hashlib.sha1(f"{structural_hash}|{isa}".encode()).hexdigest()[:16]
 
 
 def _refuse_symbolic_shapes(mod, name) -> None:

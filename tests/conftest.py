@@ -9,9 +9,11 @@ import pytest
 def private_knowledge_base(tmp_path_factory, monkeypatch):
     """Each test (and every CLI it starts) reads and writes a fresh, empty knowledge base, never the
     user's cache nor another test's: ``RELEASE_KNOWLEDGE`` points to a new folder (tests that need
-    another set their own)."""
+    another set their own), and the shipped pack is off (``RELEASE_KNOWLEDGE_PACK=off``)."""
     path = str(tmp_path_factory.mktemp("knowledge"))
     monkeypatch.setenv("RELEASE_KNOWLEDGE", path)
+    # the shipped pack would warm every "empty base" test; the pack's own tests turn it back on
+    monkeypatch.setenv("RELEASE_KNOWLEDGE_PACK", "off")
     return path
 
 

@@ -111,6 +111,8 @@ def rebuild_task(name: str, key: str, target, programs=None):
         weights, whichever has ``key``; else the stored program of ``key``; None when none matches
         (the workload's definition changed since the record was measured, or it was never stored).
     """
+    from ..measure.records import Record
+    from ..target import canonical_target_json
     from ..task import create_task
 
     tgt = json.loads(target) if isinstance(target, str) else target
@@ -119,7 +121,7 @@ def rebuild_task(name: str, key: str, target, programs=None):
             task = create_task(name, tgt, prepack=prepack)
         except ReleaseError:
             break
-        if task.key == key:
+        if task.key == key or task.owns(Record(task=key, target=canonical_target_json(tgt))):  # older keys too
             return task
     return programs(key) if programs is not None else None
 

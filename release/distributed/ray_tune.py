@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import ReleaseError, TunerError, check_n_trial
+from ..measure.records import Record
 
 logger = logging.getLogger(__name__)
 
@@ -280,7 +281,7 @@ def summarize(log: str, tasks: Sequence) -> dict:
     for t in tasks:
         s = TaskSummary()
         for r in recs:
-            if r.task != t.key:
+            if not t.owns(r) or t.tier(r) != "machine":  # another machine's records are seeds, not trials
                 continue
             s.trials += 1
             if r.ok and r.mean_cost < s.best_cost:
@@ -357,9 +358,13 @@ def tune_model_ray(tasks: list, n_trial: int, log: str, tuner: str = "random", m
         logger.info("merged %d records from shards of an earlier run into %s", merged, log)
     held: dict[str, list[str]] = {t.key: [] for t in tasks}
     for line in _read_lines(log):
-        i = _ident(line)
-        if i is not None and i[0] in held:
-            held[i[0]].append(line)
+        try:
+            rec = Record.from_json(line)
+        except (ValueError, TypeError):
+            continue
+        owner = next((t for t in tasks if t.owns(rec)), None)  # older releases' keys migrate here
+        if owner is not None and owner.tier(rec) == "machine":  # this machine's trials, not another's
+            held[owner.key].append(line)
     todo = [(t, b) for t, b in zip(tasks, budgets) if len(held[t.key]) < b]
     logger.info("ray: %d of %d tasks to tune (%s split: %s)", len(todo), len(tasks), split, budgets)
     extra: dict[str, dict] = {}

@@ -56,6 +56,7 @@ from typing import Iterable
 
 from ..errors import RecordError
 from ..measure.records import Record, load_records
+from ..task import workload_digest_of
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ MS_RECORD_FILE = "database_tuning_record.json"
 #: sub-folder of stored workload programs (``<digest>.json``)
 PROGRAM_DIR = "programs"
 _PROGRAM_KEY = "release_program"
-#: target fields that decide which machine code runs: records differing in one are not mixed
+#: target fields of a query by fields (``{"kind": "llvm"}``); a whole target is matched by its ISA class
 _CLASS_FIELDS = ("kind", "mcpu", "mtriple", "arch", "mattr")
 
 
@@ -136,30 +137,24 @@ def _canon_target_text(target: str) -> str:
 
 
 def target_class(target) -> str:
-    """A short name of the machine code a target produces, e.g. ``llvm -mcpu=emeraldrapids``.
+    """The instruction-set class of a record's target, e.g. ``llvm x86_64 avx512``
+    (:func:`release.target.isa_class`): records of one class serve each other's tasks whatever
+    the exact CPU; records of different classes are never mixed.
 
     Parameters
     ----------
     target : str or dict
         Target JSON (a record's ``target``) or its dict.
-
-    Returns
-    -------
-    str
-        The kind followed by the ISA-deciding fields present (``mcpu``, ``mtriple``, ``arch``,
-        ``mattr``). Records of different classes are never mixed.
     """
+    from ..target import isa_class
+
     try:
         d = json.loads(target) if isinstance(target, str) else dict(target)
     except (ValueError, TypeError):
         return str(target)
     if not isinstance(d, dict):
         return str(target)
-    parts = [str(d.get("kind", "?"))]
-    for k in _CLASS_FIELDS[1:]:
-        if d.get(k):
-            parts.append(f"-{k}={d[k]}")
-    return " ".join(parts)
+    return isa_class(d)
 
 
 def _target_matcher(query):
@@ -167,15 +162,26 @@ def _target_matcher(query):
     if query is None:
         return None
     if hasattr(query, "export"):  # a tvm.target.Target
-        query = dict(query.export())
+        from ..target import target_to_json
+
+        query = target_to_json(query)
     if isinstance(query, str) and query.lstrip().startswith("{"):
         query = json.loads(query)
-    if isinstance(query, str):
-        kind = query.strip()
-        want = {"kind": kind}
-    else:
-        want = {k: query[k] for k in _CLASS_FIELDS if query.get(k)}
     cache: dict[str, bool] = {}
+    if isinstance(query, str) or set(query) <= {"kind"}:  # a kind: every record of it
+        want = {"kind": query.strip() if isinstance(query, str) else query["kind"]}
+
+        def test(d: dict, text: str) -> bool:
+            return d.get("kind") == want["kind"]
+
+        label = f"kind={want['kind']}"
+    else:  # a target: records of its ISA class, whatever the exact CPU
+        want_class = target_class(query)
+
+        def test(d: dict, text: str) -> bool:
+            return target_class(d) == want_class if d else False
+
+        label = want_class
 
     def match(target_json: str) -> bool:
         hit = cache.get(target_json)
@@ -184,10 +190,10 @@ def _target_matcher(query):
                 d = json.loads(target_json)
             except ValueError:
                 d = {}
-            hit = cache[target_json] = all(d.get(k) == v for k, v in want.items())
+            hit = cache[target_json] = bool(isinstance(d, dict) and test(d, target_json))
         return hit
 
-    match.label = " ".join(f"{k}={v}" for k, v in want.items())
+    match.label = label
     return match
 
 
@@ -260,7 +266,7 @@ def read_ms_database(work_dir: str | os.PathLike) -> list[Record]:
                 tj = _target_json(target)
                 digest = digests.get((shash, tj))
                 if digest is None:
-                    digest = digests[(shash, tj)] = hashlib.sha1(f"{shash}|{tj}".encode()).hexdigest()[:16]
+                    digest = digests[(shash, tj)] = workload_digest_of(shash, target_class(tj))
                 costs = [float(c) for c in (run_secs or [])]
             except (ValueError, TypeError, IndexError, KeyError, AttributeError):
                 bad += 1
@@ -537,7 +543,8 @@ class KnowledgeBase:
             logger.warning("knowledge: stored program %s unusable (%s: %s); its records are not used",
                            path, type(err).__name__, err)
             return None
-        if workload_digest(task.key) != digest:
+        if workload_digest(task.key) != digest and hashlib.sha1(
+                f"{task.structural_hash}|{_canon_target_text(data['target'])}".encode()).hexdigest()[:16] != digest:
             logger.warning("knowledge: stored program %s rebuilds with another key (%s): TVM's structural hash "
                            "changed; its records are not used", path, task.key)
             return None
@@ -647,11 +654,13 @@ class KnowledgeBase:
         ----------
         target_kind : str, dict or tvm.target.Target, optional
             A kind (``"llvm"``, ``"cuda"``: every record of that kind) or a target (JSON text, dict
-            or ``Target``: records whose kind and ``mcpu``/``mtriple``/``arch``/``mattr`` equal the
-            target's, so AVX2 records never reach an AVX-512 task). Records left out are counted in
-            one warning line naming their targets. Default: all.
+            or ``Target``: records of its ISA class, :func:`release.target.isa_class`, from any CPU
+            model: a Zen 4's records reach a Xeon's AVX-512 task, AVX2 records never do). Records
+            left out are counted in one warning line naming their classes. Default: all.
         workload : Task or str, optional
-            A :class:`release.task.Task`, a task key, its 16-hex digest, or a task name.
+            A :class:`release.task.Task` (its program on any machine of its ISA class, keys of
+            older releases migrated: :meth:`release.task.Task.owns`), a task key, its 16-hex
+            digest, or a task name.
 
         Returns
         -------
@@ -680,7 +689,7 @@ class KnowledgeBase:
         return self._records(target_kind, workload)
 
     def _records(self, target_kind, workload) -> list[Record]:
-        wkey = getattr(workload, "key", workload)
+        wkey = workload if hasattr(workload, "owns") else getattr(workload, "key", workload)
         names: dict[str, tuple[str, float]] = {}
         out: list[Record] = []
         pending: set[int] = set()
@@ -695,7 +704,8 @@ class KnowledgeBase:
                     rec.name, rec.flop = got[0], got[1]
                     rec.task = f"{got[0]}/{workload_digest(rec.task)}"
         if pending:
-            out = [r for r in out if id(r) not in pending or r.name == wkey]
+            name = wkey.name if hasattr(wkey, "owns") else wkey
+            out = [r for r in out if id(r) not in pending or r.name == name]
         return out
 
     def _scan(self, target_kind, wkey, names: dict):
@@ -712,7 +722,10 @@ class KnowledgeBase:
             if rec.tuner != "ms-database" and digest not in names:
                 names[digest] = (rec.name, rec.flop)
             maybe = False  # a MetaSchedule record's name is known only once a release record of it is read
-            if wkey is not None and wkey not in (rec.task, digest, rec.name):
+            if hasattr(wkey, "owns"):  # a Task: its program on its ISA class, older keys migrated
+                if not wkey.owns(rec):
+                    continue
+            elif wkey is not None and wkey not in (rec.task, digest, rec.name):
                 if rec.tuner != "ms-database":
                     continue
                 maybe = True
@@ -729,30 +742,35 @@ class KnowledgeBase:
         self.stats["other_targets"] = sum(others.values())
         if others:
             shown = ", ".join(f"{n} on {k}" for k, n in others.most_common(3)) + (" ..." if len(others) > 3 else "")
-            logger.warning("knowledge: left out %d record(s) of other targets (%s); using only %s",
+            logger.warning("knowledge: left out %d record(s) of other ISA classes (%s); using only %s",
                            sum(others.values()), shown, match.label)
 
     def summary(self, target_kind=None) -> list[dict]:
-        """Per target class and workload: records, successful ones, best time and GFLOPS.
+        """Per ISA class, machine and workload: records, successful ones, best time and GFLOPS.
 
         Returns
         -------
         list of dict
-            Keys ``target`` (:func:`target_class`), ``workload`` (task key), ``name``, ``records``,
+            Keys ``target`` (the ISA class, :func:`target_class`), ``machine``
+            (:func:`release.target.machine_of`: each machine's timings are its own, never ranked
+            with another's), ``workload`` (task key), ``name``, ``records``,
             ``ok``, ``best_ms`` (fastest mean run time, ms; None without a success), ``best_gflops``
             (None when no FLOP count is known, e.g. only MetaSchedule records), ``tuners`` (sorted
-            names). Sorted by target, then name.
+            names). Sorted by ISA class, machine, then name.
         """
         rows: dict[tuple[str, str], dict] = {}
         tuners: dict[tuple[str, str], set] = defaultdict(set)
         names: dict[str, tuple[str, float]] = {}
+        from ..target import machine_of
+
         for rec, _ in self._scan(target_kind, None, names):  # streamed: memory holds one record at a time
             tc = target_class(rec.target)
-            k = (tc, workload_digest(rec.task))
+            machine = machine_of(rec.target, rec.machine)
+            k = (tc, workload_digest(rec.task), machine)
             row = rows.get(k)
             if row is None:
-                row = rows[k] = {"target": tc, "workload": rec.task, "name": rec.name, "records": 0, "ok": 0,
-                                 "best_ms": None, "best_gflops": None, "flop": 0.0}
+                row = rows[k] = {"target": tc, "machine": machine, "workload": rec.task, "name": rec.name,
+                                 "records": 0, "ok": 0, "best_ms": None, "best_gflops": None, "flop": 0.0}
             row["records"] += 1
             row["flop"] = max(row["flop"], rec.flop)
             tuners[k].add(rec.tuner or "?")
@@ -761,8 +779,8 @@ class KnowledgeBase:
                 ms = rec.mean_cost * 1e3
                 if row["best_ms"] is None or ms < row["best_ms"]:
                     row["best_ms"] = ms
-        for (tc, digest), row in rows.items():
-            row["tuners"] = sorted(tuners[(tc, digest)])
+        for (tc, digest, machine), row in rows.items():
+            row["tuners"] = sorted(tuners[(tc, digest, machine)])
             known = names.get(digest)
             if known is not None:  # MetaSchedule-only rows learn the name and FLOP count of their workload
                 row["name"], row["workload"] = known[0], f"{known[0]}/{digest}"
@@ -770,7 +788,7 @@ class KnowledgeBase:
             flop = row.pop("flop")
             if flop > 0 and row["best_ms"]:
                 row["best_gflops"] = flop / (row["best_ms"] * 1e-3) / 1e9
-        return sorted(rows.values(), key=lambda r: (r["target"], r["name"], r["workload"]))
+        return sorted(rows.values(), key=lambda r: (r["target"], r["machine"], r["name"], r["workload"]))
 
 
 def _header_version(line: str) -> int | None:

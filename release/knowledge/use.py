@@ -30,12 +30,15 @@ def knowledge_records(knowledge, task) -> list[Record]:
         A knowledge base folder (a missing folder holds nothing), a base, or records already
         read. None or False: none.
     task : release.task.Task
-        Records are filtered to its target class (kind, ``mcpu``, ``mtriple``, ``arch``, ``mattr``).
+        Records are filtered to its ISA class (:func:`release.target.isa_class`): every CPU model
+        of the class, so a base written on a Xeon serves a Zen 4 with AVX-512.
 
     Returns
     -------
-    list of Record
-        Deduplicated records of the task's target class, all workloads (this task's earlier runs
+    KnowledgeRecords
+        A list of the deduplicated records of the task's ISA class, all workloads; when the base
+        holds none of the class, the shipped pack's (:func:`release.knowledge.pack.pack_records`;
+        ``source`` says which) (this task's earlier runs
         included).
 
     Raises
@@ -44,19 +47,59 @@ def knowledge_records(knowledge, task) -> list[Record]:
         The folder is a file, or holds a shard of an unreadable format version.
     """
     if knowledge is None or knowledge is False:
-        return []
+        return KnowledgeRecords()
     if isinstance(knowledge, (list, tuple)):
         from .base import _target_matcher
 
         match = _target_matcher(task.target_json)
-        return [r for r in knowledge if match(r.target)]
+        return KnowledgeRecords([r for r in knowledge if match(r.target)], "records")
+    where = "base"
     if isinstance(knowledge, (str, os.PathLike)):
         if not os.path.isdir(knowledge):
             if os.path.exists(knowledge):
                 KnowledgeBase(knowledge)  # raises the one-line error for a file
-            return []
-        knowledge = KnowledgeBase(knowledge)
-    return knowledge.records(target_kind=task.target_json)
+            knowledge = None
+        else:
+            knowledge = KnowledgeBase(knowledge)
+    got = knowledge.records(target_kind=task.target_json) if knowledge is not None else []
+    if not got:  # nothing of this ISA class in the user's base: the pack shipped with the package
+        from .pack import pack_records
+
+        got, where = pack_records(task.target_json), "pack"
+        if got:
+            logger.info("knowledge: no records of %s in the base; using the shipped pack (%s)", task.isa_class,
+                        KnowledgeRecords(got, where).origin())
+    return KnowledgeRecords(got, where)
+
+
+class KnowledgeRecords(list):
+    """A list of knowledge records that says where they came from.
+
+    Attributes
+    ----------
+    source : str
+        ``"base"`` (the user's knowledge base), ``"pack"`` (the pack shipped with the package,
+        :mod:`release.knowledge.pack`), ``"records"`` (a list given by the caller) or ``""`` (none).
+    """
+
+    def __init__(self, records=(), source: str = ""):
+        super().__init__(records)
+        self.source = source
+
+    def machines(self) -> dict:
+        """Records per machine (:func:`release.target.machine_of`), most first."""
+        from collections import Counter
+
+        from ..target import machine_of
+
+        return dict(Counter(machine_of(r.target, r.machine) for r in self).most_common())
+
+    def origin(self) -> str:
+        """One phrase: ``"N records of M workloads from <machine> (n), ..."``."""
+        per = self.machines()
+        shown = ", ".join(f"{m} {n}" for m, n in list(per.items())[:4]) + (" ..." if len(per) > 4 else "")
+        return (f"{len(self)} record{'s' if len(self) != 1 else ''} of {len({r.task for r in self})} workloads "
+                f"from {len(per)} machine{'s' if len(per) != 1 else ''}: {shown}")
 
 
 def knowledge_seeds(task, records, n: int, seed: int = 0, sources: list | None = None) -> list[tuple]:
@@ -96,6 +139,7 @@ def knowledge_seeds(task, records, n: int, seed: int = 0, sources: list | None =
     space = task.config_space
     by_wl: dict[str, list] = {}
     for r in records:
+        task.owns(r)  # older releases' keys of this task's program migrate to task.key
         if r.ok and (r.trace is not None or r.task == task.key):  # another task's config means nothing here
             by_wl.setdefault(r.task, []).append(r)
     rng = np.random.default_rng(seed)
@@ -202,4 +246,4 @@ class log_to_knowledge(Callback):  # noqa: N801 - AutoTVM's callback naming (log
         return f"log_to_knowledge({self.base.path})"
 
 
-__all__ = ["knowledge_records", "knowledge_seeds", "knowledge_programs", "log_to_knowledge"]
+__all__ = ["KnowledgeRecords", "knowledge_records", "knowledge_seeds", "knowledge_programs", "log_to_knowledge"]

@@ -75,7 +75,8 @@ def load_records(path: str | os.PathLike, task=None) -> list[Record]:
     path : str
         JSON-lines log. A missing or empty file gives ``[]``.
     task : Task or str, optional
-        Keep only records of this task (a :class:`Task` or its key).
+        Keep only records of this task: a :class:`Task` (its program on any machine of its ISA
+        class, older logs' keys migrated: :meth:`release.task.Task.owns`) or a key.
 
     Returns
     -------
@@ -94,6 +95,7 @@ def load_records(path: str | os.PathLike, task=None) -> list[Record]:
         return []
     _check_path(path)
     key = getattr(task, "key", task)
+    owns = getattr(task, "owns", None)
     out, bad = [], []
     n_records = n_fragments = 0
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -107,7 +109,7 @@ def load_records(path: str | os.PathLike, task=None) -> list[Record]:
                 n_fragments += line.lstrip().startswith(_RECORD_PREFIX)
                 continue
             n_records += 1
-            if key is None or rec.task == key:
+            if key is None or rec.task == key or (owns is not None and owns(rec)):
                 out.append(rec)
     if bad and not n_records and not n_fragments:
         raise RecordError(f"{path} is not a tuning log (none of its {len(bad)} line(s) is a record); "
@@ -127,7 +129,7 @@ def check_log_for_task(path: str | os.PathLike, task) -> list[Record]:
         The log holds records, none of them of ``task`` (another workload, shape or target).
     """
     all_recs = load_records(path)
-    mine = [r for r in all_recs if r.task == task.key]
+    mine = [r for r in all_recs if task.owns(r)]
     if all_recs and not mine:
         others = sorted({f"{r.name} on {r.target}" for r in all_recs})
         shown = "; ".join(others[:3]) + (" ..." if len(others) > 3 else "")
@@ -170,10 +172,12 @@ class log_to_file(Callback):
         return self.path
 
     def records(self, task) -> list[Record]:
-        """Records of ``task`` (a Task or its key) in the file when this callback was made, plus
-        those it appended since; the file is not read again."""
-        key = getattr(task, "key", task)
-        return [r for r in self._records if r.task == key]
+        """Records of ``task`` (a Task: :meth:`release.task.Task.owns`, any machine of its ISA class;
+        or its key) in the file when this callback was made, plus those it appended since; the
+        file is not read again."""
+        if hasattr(task, "owns"):
+            return [r for r in self._records if task.owns(r)]
+        return [r for r in self._records if r.task == task]
 
     def load(self, task) -> list[Record]:
         """Same as :meth:`records` (the name before issue 15)."""
@@ -236,7 +240,7 @@ def add_to_database(ms_db, records: Iterable[Record], task) -> int:
     """Commit ``task``'s successful records to a MetaSchedule database; returns how many."""
     n = 0
     for rec in records:
-        if rec.task == task.key and rec.ok and rec.trace is not None:
+        if rec.ok and rec.trace is not None and task.owns(rec):
             ms_db.commit_tuning_record(_tuning_record(rec, task.mod, ms_db))
             n += 1
     return n
@@ -276,24 +280,87 @@ class ApplyHistoryBest:
     def __init__(self, records: list[Record]):
         self.records = records
         self.best_by_task = best_records(records)
+        self.matched: list = []
+        self.elsewhere: list = []
+        self.unmatched: list = []
 
     def best(self, task) -> Record | None:
-        """Best successful record of ``task`` (a Task or its key), or None."""
-        return self.best_by_task.get(getattr(task, "key", task))
+        """Best successful record of ``task``, or None.
+
+        Parameters
+        ----------
+        task : Task or str
+            A :class:`release.task.Task`: its records from any machine of its ISA class
+            (:meth:`release.task.Task.owns`, older logs migrated); the fastest of this machine's
+            records wins, and only when the logs hold none of this machine the fastest of another
+            machine's (its schedule is valid here; its timing was taken there). A key: that key's best.
+        """
+        if not hasattr(task, "owns"):
+            return self.best_by_task.get(task)
+        mine = [r for r in self.records if task.owns(r)]
+        here = [r for r in mine if task.tier(r) == "machine"]
+        got = best_records(here).get(task.key) if here else None
+        return got if got is not None else best_records(mine).get(task.key)
 
     def database(self, tasks) -> object:
-        """A MetaSchedule ``MemoryDatabase`` with the best record of each of ``tasks``."""
+        """A MetaSchedule ``MemoryDatabase`` with the best record of each of ``tasks``.
+
+        After the call, :attr:`matched` lists the tasks that got a record, :attr:`elsewhere` those
+        whose record was measured on another machine of their ISA class (:meth:`release.task.Task.tier`),
+        :attr:`unmatched` those that got none (they build with TVM's default schedules);
+        :meth:`report` says it in one line. A log that matches none of ``tasks`` logs a warning
+        naming what it holds (never a silent default build); schedules tuned elsewhere, one
+        warning line (:meth:`report`).
+        """
         from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
         db = MemoryDatabase()
+        self.matched, self.elsewhere, self.unmatched = [], [], []
         for t in tasks:
             rec = self.best(t)
-            if rec is not None:
-                add_to_database(db, [rec], t)
+            if rec is None:
+                self.unmatched.append(t)
+                continue
+            add_to_database(db, [rec], t)
+            self.matched.append(t)
+            if t.tier(rec) != "machine":
+                self.elsewhere.append(t)
+        if self.records and tasks and not self.matched:
+            from ..target import isa_class
+
+            held = sorted({f"{r.name} on {isa_class(r.target)}" for r in self.records if r.ok})
+            logger.warning("the log matches none of the %d tasks (it holds records of %s); the build uses TVM's "
+                           "default schedules: tune these tasks (release tune-model) or give the log written for "
+                           "this model, layout and ISA class (%s)", len(tasks),
+                           "; ".join(held[:3]) + (" ..." if len(held) > 3 else ""), isa_class(tasks[0].target_json))
+        elif self.elsewhere:
+            logger.warning("%s", self.report())
         return db
+
+    def report(self, retune: str = "") -> str:
+        """One line on the last :meth:`database`: tasks matched, tasks whose schedules were tuned on
+        another machine (with ``retune``, the command that re-tunes them here), tasks matched by
+        nothing. "" when every task matched records of this machine."""
+        n = len(self.matched) + len(self.unmatched)
+        parts = []
+        if self.elsewhere:
+            machines = sorted({_machine_label(self.best(t)) for t in self.elsewhere})
+            parts.append(f"{len(self.elsewhere)} of {n} tasks use schedules tuned on another machine of the same ISA "
+                         f"class ({', '.join(machines[:3])}{' ...' if len(machines) > 3 else ''}); valid here, "
+                         "timed there" + (f"; re-tune them here with: {retune}" if retune else ""))
+        if self.unmatched:
+            parts.append(f"{len(self.unmatched)} of {n} tasks have no record in the log and build with TVM's "
+                         "default schedules")
+        return "; ".join(parts)
 
     def __len__(self) -> int:
         return len(self.best_by_task)
+
+
+def _machine_label(rec) -> str:
+    from ..target import machine_of
+
+    return machine_of(rec.target, rec.machine) if rec is not None else "?"
 
 
 def apply_history_best(logs) -> ApplyHistoryBest:

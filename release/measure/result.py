@@ -150,6 +150,11 @@ class MeasureResult:
         its first repeat was over ``early_termination`` times the task's best mean so far, so ``costs``
         holds that one repeat instead of ``repeat``. Its ``mean_cost`` is a valid cost (an upper
         bound on its speed), never a best. False in logs written before the field existed.
+    machine : str
+        CPU model name of the machine that timed it (``/proc/cpuinfo``'s ``model name``) when the
+        target was this host's CPU, else "" (remote devices, GPUs, older logs); with the target's
+        ``mcpu`` and ``num-cores`` it names the exact machine (:func:`release.target.machine_of`).
+        Provenance only: records match tasks by program and ISA class (``Task.owns``).
     release_version, revision : str
         Version of the release package and git revision (12 hex digits) of the code that measured
         it ("" outside a git checkout, or in older logs); see :func:`provenance`.
@@ -177,6 +182,7 @@ class MeasureResult:
     threads: int = 0
     layout_rewrite: bool = False
     cut_short: bool = False
+    machine: str = ""
     release_version: str = ""
     revision: str = ""
     version: int = RECORD_VERSION
@@ -208,10 +214,11 @@ class MeasureResult:
 
     def stamp(self, task=None, tuner: str = "") -> "MeasureResult":
         """Fill the fields that say where this result comes from, where still empty: the task's
-        key, name, canonical target and flop (``task``: a :class:`release.task.Task`), the tuner's
+        key, name, canonical target, flop and machine (``task``: a :class:`release.task.Task`), the tuner's
         name, and :func:`provenance`. Returns ``self``."""
         if task is not None and not self.task:
             self.task, self.name, self.target, self.flop = task.key, task.name, task.target_json, task.flop
+            self.machine = getattr(task, "machine", "")
         if tuner and not self.tuner:
             self.tuner = tuner
         if not self.release_version and not self.revision:

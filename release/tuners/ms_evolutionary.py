@@ -152,6 +152,8 @@ class MSEvolutionaryTuner(Tuner):
 
             records = knowledge_records(knowledge, task)
             self.knowledge_used = (len(records), len({r.task for r in records}))
+            self.knowledge_origin = records.origin() if hasattr(records, "origin") and records else ""
+            self.knowledge_source = getattr(records, "source", "")
             n = self.params.num_trials_per_iter // 2 if n_seeds is None else int(n_seeds)
             if records and n > 0:
                 sources: list = []

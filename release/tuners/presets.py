@@ -222,6 +222,8 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
         cost_model = XGBoostCostModel(task, feature_type=cfg.feature_type, loss_type=cfg.loss_type,
                                       num_threads=cfg.num_threads, seed=child_seed(seed, "cost_model"))
     cost_model.knowledge_used = (len(records), len({r.task for r in records}))
+    cost_model.knowledge_origin = records.origin() if hasattr(records, "origin") and records else ""
+    cost_model.knowledge_source = getattr(records, "source", "")
     cost_model.seed_workloads = len(set(seed_sources))  # how many workloads the seeds came from
     optimizer = cfg.optimizer
     if optimizer == "sa":

@@ -89,7 +89,8 @@ def test_summary_rows(tmp_path, xgb_records):
     assert row["records"] == 512 and row["ok"] == len(ok)
     assert row["best_gflops"] == pytest.approx(max(r.gflops for r in ok))
     assert row["best_ms"] == pytest.approx(min(r.mean_cost for r in ok) * 1e3)
-    assert row["target"] == "llvm -mcpu=emeraldrapids" and row["tuners"] == ["xgb"]
+    assert row["target"] == "llvm x86_64 avx512" and row["tuners"] == ["xgb"]
+    assert row["machine"] == "emeraldrapids/2c"
 
 
 # ---------------------------------------------------------------- targets
@@ -107,11 +108,17 @@ def test_other_target_filtered_with_one_line(tmp_path, xgb_records, caplog):
     assert len(got) == 100 and all(r.target == target for r in got)
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1, lines
-    assert "left out 37 record(s) of other targets" in lines[0]
-    assert "30 on llvm -mcpu=haswell" in lines[0] and "7 on cuda -arch=sm_90" in lines[0]
+    assert "left out 37 record(s) of other ISA classes" in lines[0]
+    assert "30 on llvm x86_64 avx2" in lines[0] and "7 on cuda sm_90" in lines[0]
+    # another CPU model of the same ISA class (a Zen 4 beside the Xeon's records) is not left out
+    kb.add([_other_target(r, "znver4") for r in xgb_records[100:120]])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="release.knowledge"):
+        got = kb.records(target_kind=target)
+    assert len(got) == 120 and "left out 37 record(s)" in caplog.records[-1].getMessage()
     caplog.clear()
     assert len(kb.records(target_kind="cuda")) == 7
-    assert "left out 130" in caplog.records[-1].getMessage()
+    assert "left out 150" in caplog.records[-1].getMessage()
 
 
 # ---------------------------------------------------------------- concurrency and crashes
@@ -305,12 +312,13 @@ def test_cli_add_and_show(tmp_path, capsys, xgb_records):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == (f"knowledge base {kdir}: 768 records in 1 shard(s) (0 duplicates dropped, "
                       "0 unreadable lines skipped)")
-    assert out[1].split() == ["target", "workload", "records", "ok", "best", "ms", "best", "GFLOPS", "tuners"]
+    assert out[1].split() == ["ISA", "class", "machine", "workload", "records", "ok", "best", "ms", "best", "GFLOPS",
+                              "tuners"]
     row = out[3].split()
-    assert row[:5] == ["llvm", "-mcpu=emeraldrapids", "resnet18.conv2d.9", "512", "512"]
+    assert row[:7] == ["llvm", "x86_64", "avx512", "emeraldrapids/2c", "resnet18.conv2d.9", "512", "512"]
     best = max(r.gflops for r in xgb_records)
-    assert float(row[6]) == pytest.approx(best, abs=0.006) and row[7] == "xgb"
-    assert out[2].split()[2] == "resnet18.conv2d.2"
+    assert float(row[8]) == pytest.approx(best, abs=0.006) and row[9] == "xgb"
+    assert out[2].split()[4] == "resnet18.conv2d.2"
 
     assert main(["knowledge", "show", "--dir", str(tmp_path / "empty")]) == 0
     assert "holds no records" in capsys.readouterr().out
@@ -412,7 +420,7 @@ def test_cli_show_target_filter(tmp_path, capsys, xgb_records):
     assert out[0].startswith(f"knowledge base {tmp_path}: 14 records") and len(out) == 4
     assert main(["knowledge", "show", "--dir", str(tmp_path), "--target", xgb_records[0].target]) == 0
     cap = capsys.readouterr()
-    assert cap.out.splitlines()[0].endswith("4 of other targets left out)") and len(cap.out.splitlines()) == 3
+    assert cap.out.splitlines()[0].endswith("4 of other ISA classes left out)") and len(cap.out.splitlines()) == 3
     assert main(["knowledge", "show", "--dir", str(tmp_path), "--target", "cuda"]) == 0
     assert "holds no records for cuda" in capsys.readouterr().out
 
