@@ -26,6 +26,9 @@ re-timed side by side; ``notes/issue-17.md``). :attr:`ModelBasedTuner.random_pic
 random configs handed out. The other warm start, transfer-tuning *seeds*
 (:attr:`ModelBasedTuner.seeds`), leaves the cost model cold: the first round measures the seeds,
 then random configs up to ``plan_size``, and the task's own model takes over from the first fit.
+So that the seeds do not anchor the search (issue 31: xgb with seeds ended 9% below cold on
+held-out layers), every round planned while the best is still a seed's (the seed or one knob from it)
+keeps :attr:`ModelBasedTuner.seed_explore` (25%) of its picks random.
 
 Local exploitation (issue 17, ``local_search=True``): once ``patience`` trials passed without a
 new best, a Droplet-style coordinate search around the best measured config
@@ -94,6 +97,12 @@ class ModelBasedTuner(RandomTuner):
         the transferred model's plan plus the epsilon share). Set it before tuning.
     local : DropletSearch or None
         The local phase's state once it started.
+    seed_explore : float
+        With seeds: share of random unvisited configs in every round planned while the best measured
+        config is still a seed or one knob from one (default 0.25; 0: AutoTVM's 5% only). Seeds are
+        good early and pull the task's own cost model towards their neighbourhood; the random share
+        keeps the model seeing the rest of the space until the search finds better elsewhere.
+        :attr:`anchored_rounds` counts the rounds it applied to.
 
     Raises
     ------
@@ -154,6 +163,8 @@ class ModelBasedTuner(RandomTuner):
         self.local = None
         self.local_started_at: int | None = None
         self._costs: dict[tuple, list] = {}  # successful config -> repeat costs (the local phase's t-test)
+        self.seed_explore = 0.25
+        self.anchored_rounds = 0
         self.seeds = [self.space.check(c) for c in seeds]
         if self.seeds:  # measured first, then random configs until the first fit (no epsilon share among them)
             self.trials_plan, self.eps_round = list(self.seeds), 0
@@ -283,6 +294,14 @@ class ModelBasedTuner(RandomTuner):
         self._plan_pending = True
         self.next_update = float("inf")  # set when the plan is made
 
+    def _anchored(self) -> bool:
+        """Whether the best measured config is a seed or one knob away from one (the search has not
+        yet found anything better outside the seeds' neighbourhood)."""
+        best = self.best_config
+        if best is None:
+            return True
+        return any(sum(a != b for a, b in zip(best, s)) <= 1 for s in self.seeds)
+
     def _make_plan(self) -> None:
         """Ask the optimizer for the plan, thin it (diversity filter) and sample it (sampler)."""
         if self.diversity_filter_ratio:
@@ -295,6 +314,11 @@ class ModelBasedTuner(RandomTuner):
         plan = list(self.sampler.sample(plan, self.space, self.visited, self.plan_size))
         # epsilon-greedy share (AutoTVM: 5% of a 64-config plan = 3; with a sampler: 5% of its picks)
         self.eps_round = self.sampler.epsilon_count(len(plan), self.plan_size)
+        if self.seeds and self.seed_explore and self._anchored():  # the best is still a seed's: explore beside it
+            if not 0.0 <= self.seed_explore <= 1.0:
+                raise TunerError(f"seed_explore={self.seed_explore!r} must be a share between 0 and 1")
+            self.eps_round = max(self.eps_round, int(round(self.seed_explore * len(plan))))
+            self.anchored_rounds += 1
         if self._warm_first_plan:  # the first warm round: part random, so the own model sees the whole space
             self._warm_first_plan = False
             if not 0.0 <= self.warm_explore <= 1.0:
