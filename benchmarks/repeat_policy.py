@@ -209,7 +209,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds per run")
     ap.add_argument("--target", default="llvm")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="benchmarks/results/repeat_policy")
+    ap.add_argument("--out", default="runs/repeat_policy",
+                    help="results folder (default git-ignored; committed: benchmarks/results/repeat_policy)")
     args = ap.parse_args(argv)
     if args.configs < 17:
         raise SystemExit("--configs must be at least 17 (the 16 fastest are a separate figure)")

@@ -46,6 +46,12 @@ logger = logging.getLogger(__name__)
 
 BASELINE = "xgb"
 
+#: Where ``release bench`` writes when no ``--out`` is given: ``runs/bench/<tier>`` under the current
+#: folder (``runs/`` is git-ignored), so a benchmark never dirties a checkout. The committed results
+#: under ``benchmarks/results/`` are refreshed only by naming them (``--out benchmarks/results/<tier>
+#: --logs benchmarks/results/logs``).
+DEFAULT_OUT = os.path.join("runs", "bench")
+
 TIERS = {
     # Two resnet18 layers, 2 rounds of 64; about 25 minutes of a quiet 2-core machine per seed.
     "quick": dict(workloads=["resnet18.conv2d.2", "resnet18.conv2d.6"], n_trial=128, seeds=[0, 1, 2],
@@ -77,8 +83,8 @@ class BenchConfig:
     target: str = "llvm"
     out: str = ""
     logs: str = ""
-    """Folder of the per-run logs. Default: ``benchmarks/results/logs``, shared by every tier, or
-    ``<out>/logs`` when ``out`` is given. Every tuner ignores its budget except to stop, so the
+    """Folder of the per-run logs. Default: ``runs/bench/logs`` (:data:`DEFAULT_OUT`), shared by every
+    tier, or ``<out>/logs`` when ``out`` is given. Every tuner ignores its budget except to stop, so the
     first N records of a longer run are what a run of N would have measured: a tier reads the
     prefix of a longer tier's runs and extends a shorter tier's runs (same target and runner)."""
     rounds: int = 16
@@ -111,9 +117,9 @@ class BenchConfig:
             if v not in (None, ""):
                 setattr(cfg, k, list(v) if isinstance(v, tuple) else v)
         if not cfg.logs:
-            cfg.logs = os.path.join(cfg.out, "logs") if cfg.out else os.path.join("benchmarks", "results", "logs")
+            cfg.logs = os.path.join(cfg.out, "logs") if cfg.out else os.path.join(DEFAULT_OUT, "logs")
         if not cfg.out:
-            cfg.out = os.path.join("benchmarks", "results", tier)
+            cfg.out = os.path.join(DEFAULT_OUT, tier)
         check_n_trial(cfg.n_trial)
         from .tuners import TUNERS
         from .workloads import get_workload

@@ -41,7 +41,7 @@ repeats, with :func:`release.reference.time_torch`'s reliability flag: PyTorch e
 exported with ``torch.onnx.export``; ``pip install 'release[bench]'`` when it is missing), and
 TVM's untuned build (default schedules). A flagged reference is printed ``UNRELIABLE``, with why.
 
-Outputs under ``<out>`` (default ``benchmarks/results/<tier>``): ``results.json``, ``table.md``
+Outputs under ``<out>`` (default ``runs/bench/<tier>``: :data:`release.bench.DEFAULT_OUT`, git-ignored): ``results.json``, ``table.md``
 (with the exact command), ``curves.png`` (latency against tuning wall time per model).
 """
 
@@ -181,7 +181,9 @@ class ModelBenchConfig:
 
         M.model_layout(cfg.layout)  # a bad layout: its one-line error
         if not cfg.out:
-            cfg.out = os.path.join("benchmarks", "results", tier)
+            from .bench import DEFAULT_OUT
+
+            cfg.out = os.path.join(DEFAULT_OUT, tier)
         return cfg
 
     @property

@@ -137,8 +137,9 @@ def register(subparsers) -> None:
                    help="measurements per run (None: the tier's); model tiers: per model, N or MODEL=N[,MODEL=N]")
     p.add_argument("--target", default=None, help="TVM target: a kind, a tag or a JSON dict (None: llvm; model "
                                                   "tiers: llvm with num-cores = the usable cores)")
-    p.add_argument("--out", default=None, help="results folder (None: benchmarks/results/<tier>)")
-    p.add_argument("--logs", default=None, help="per-run logs, shared by tiers (None: benchmarks/results/logs, "
+    p.add_argument("--out", default=None, help="results folder (None: runs/bench/<tier>, git-ignored; the committed "
+                   "results are refreshed only with --out benchmarks/results/<tier> --logs benchmarks/results/logs)")
+    p.add_argument("--logs", default=None, help="per-run logs, shared by tiers (None: runs/bench/logs, "
                    "or OUT/logs when --out is given)")
     p.add_argument("--baseline", default=None, help="the tuner every metric is relative to (None: xgb, or the "
                    "tier's)")

@@ -286,7 +286,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cross-networks", nargs="*", default=["vgg16", "alexnet"],
                     help="networks whose every conv2d layer fills the second base (kb-cross), read by the "
                          "'..., across networks' rows; never the held-out network")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/knowledge/holdout")
+    ap.add_argument("--out", type=Path, default=Path("runs/knowledge/holdout"),
+                    help="results folder (default git-ignored; committed: benchmarks/results/knowledge/holdout)")
     ap.add_argument("--early-termination", type=float, default=None,
                     help="passed to release tune (None: its default; 0 matches the rows measured before the "
                          "early termination existed)")

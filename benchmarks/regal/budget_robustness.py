@@ -30,7 +30,8 @@ the share with the lowest mean ratio to plain BRKGA (0, i.e. plain BRKGA, unless
 (:func:`release.graph.brkga.policy_fraction_schedule` ``table=``, used by the CLI).
 
 Usage: ``.venv/bin/python benchmarks/regal/budget_robustness.py --objective runtime --graphs 16 --seeds 2``
-writes ``benchmarks/regal/results/budget-{objective}{tag}.{json,md,png}``.
+writes ``DIR/budget-{objective}{tag}.{json,md,png}`` (``--out DIR``, default ``runs/regal``, git-ignored; the committed
+figures: ``--out benchmarks/regal/results``).
 """
 
 import argparse
@@ -47,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 BUDGETS = (500, 1000, 2000, 5000, 10000, 20000)
 TUNED = {"runtime": dict(population=50, elite_fraction=0.1, mutant_fraction=0.1, rho=0.6),
          "peak-memory": dict(population=50, elite_fraction=0.25, mutant_fraction=0.1, rho=0.6)}
-OUT = Path(__file__).resolve().parent / "results"
+OUT = "runs/regal"  # default --out: git-ignored, so a run leaves the checkout clean
 
 
 def _graphs(n):
@@ -213,6 +214,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--first", type=int, default=0, help="index of the first test graph (default 0)")
     ap.add_argument("--tag", default="", help="suffix of the result files")
+    ap.add_argument("--out", default=OUT, help="results folder (default runs/regal; committed: benchmarks/regal/results)")
     args = ap.parse_args()
     t0 = time.time()
     shares = tuple(float(x) for x in args.choose_shares.split(",") if x.strip())
@@ -270,9 +272,10 @@ def main():
             torch.save(d, str(ck))
             print(f"wrote policy_fraction to {ck}")
     name = f"budget-{args.objective}{args.tag}"
-    OUT.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     cmd = "benchmarks/regal/budget_robustness.py " + " ".join(sys.argv[1:])
-    (OUT / f"{name}.json").write_text(json.dumps({"command": cmd, "seconds": time.time() - t0, "rows": rows,
+    (out / f"{name}.json").write_text(json.dumps({"command": cmd, "seconds": time.time() - t0, "rows": rows,
                                                   "table": table, "tables": tables, "chosen_shares": chosen},
                                                  indent=1))
     tvm = args.objective == "peak-memory-tvm"
@@ -331,7 +334,7 @@ def main():
                 gp, at = l["gap_to_optimum_pct"], l["at_optimum"]
                 md.append(f"| {l['budget']} | {l['proven']} | " + " | ".join(
                     f"{gp[m]:.2f}% ({at[m]})" for m in ("brkga", "tuned", "regal", "regal-full")) + " |")
-    (OUT / f"{name}.md").write_text("\n".join(md) + "\n")
+    (out / f"{name}.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     try:
         import matplotlib
@@ -358,7 +361,7 @@ def main():
         ax.set_title(f"{args.objective}: {table[0]['graphs']} held-out graphs x {args.seeds} seeds", fontsize=9)
         ax.legend(fontsize=8)
         fig.tight_layout()
-        fig.savefig(OUT / f"{name}.png", dpi=120)
+        fig.savefig(out / f"{name}.png", dpi=120)
     except ImportError:
         print("matplotlib missing: no plot")
 

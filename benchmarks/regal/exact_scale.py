@@ -1,7 +1,8 @@
 """Exact yardsticks on graphs of a few hundred nodes (issue 18 item 5): frontier DP with a time limit, then the
 CP-SAT order model with the best searched order as incumbent; gap of each method to the proven optimum or bound.
 
-Usage: ``.venv/bin/python benchmarks/regal/exact_scale.py`` -> ``results/exact_scale.{md,json}``.
+Usage: ``.venv/bin/python benchmarks/regal/exact_scale.py [--out DIR]`` -> ``DIR/exact_scale.{md,json}`` (default
+``runs/regal``, git-ignored; the committed figures: ``--out benchmarks/regal/results``).
 """
 
 import json
@@ -14,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 SIZES = (100, 200, 300)
 SEEDS = (0, 1)
 DP_LIMIT, CP_LIMIT, BUDGET = 20.0, 40.0, 5000
-OUT = Path(__file__).resolve().parent / "results"
+OUT = "runs/regal"  # default --out: git-ignored, so a run leaves the checkout clean
 
 
 def main():
@@ -24,6 +25,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dp-limit", type=float, default=DP_LIMIT)
     ap.add_argument("--cp-limit", type=float, default=CP_LIMIT)
+    ap.add_argument("--out", default=OUT, help="results folder (default runs/regal; committed: benchmarks/regal/results)")
     args = ap.parse_args()
     DP_LIMIT, CP_LIMIT = args.dp_limit, args.cp_limit
     from release.graph.baselines import run_method, seed_chromosomes
@@ -64,7 +66,9 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
     cmd = "benchmarks/regal/exact_scale.py " + " ".join(sys.argv[1:])
-    (OUT / "exact_scale.json").write_text(json.dumps({"command": cmd, "seconds": time.time() - t0, "rows": rows},
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "exact_scale.json").write_text(json.dumps({"command": cmd, "seconds": time.time() - t0, "rows": rows},
                                                     indent=1))
     md = ["# Exact yardsticks at a few hundred nodes (single-device peak memory, ideal liveness)", "",
           f"Command: `.venv/bin/python {cmd}` ({time.time() - t0:.0f} s wall). Synthetic layered graphs (width 8, "
@@ -80,7 +84,7 @@ def main():
         cps = f"{cp['status']} ({cp['seconds']:.0f} s)" if cp else "-"
         cells = " | ".join(f"{100 * (r[mm] / ref - 1):+.2f}%" for mm in ("given", "greedy", "brkga", "local"))
         md.append(f"| {r['nodes']} | {r['seed']} | {r['dp']['status']} ({r['dp']['seconds']:.0f} s) | {cps} | {kind} | {cells} |")
-    (OUT / "exact_scale.md").write_text("\n".join(md) + "\n")
+    (out / "exact_scale.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
 

@@ -4,8 +4,9 @@ mutant fractions from ``results/part2-OBJECTIVE.json``; the policy's per-node rh
 The policies were trained with the default config, so this measures transfer to another config, not a policy
 trained for it. Same 50 held-out graphs, budget 1,000 and seeds 10,000 + i as ``run_part2.py``.
 
-Usage: ``.venv/bin/python benchmarks/regal/regal_on_tuned.py`` -> ``results/regal_on_tuned.md``;
-``... --objectives runtime --checkpoint PATH --out NAME.md`` evaluates another runtime policy (e.g. one trained
+Usage: ``.venv/bin/python benchmarks/regal/regal_on_tuned.py`` -> ``runs/regal/regal_on_tuned.md`` (``--out PATH``;
+the committed figures: ``--out benchmarks/regal/results/regal_on_tuned.md``);
+``... --objectives runtime --checkpoint PATH --out PATH.md`` evaluates another runtime policy (e.g. one trained
 with ``release regal train --brkga-config ...`` against the tuned config).
 """
 
@@ -27,7 +28,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--objectives", default="runtime,peak-memory")
     ap.add_argument("--checkpoint", default=None, help="policy checkpoint (one objective only)")
-    ap.add_argument("--out", default="regal_on_tuned.md")
+    ap.add_argument("--out", default="runs/regal/regal_on_tuned.md", help="the Markdown file written (git-ignored "
+                    "by default; committed: benchmarks/regal/results/regal_on_tuned.md)")
     args = ap.parse_args()
     from release.graph.brkga import BRKGAConfig, brkga
     from release.graph.perf_model import PerformanceModel
@@ -58,7 +60,8 @@ def main():
         lines.append(f"| {objective} ({d} device(s)) | {res['tuned']} | {np.mean(rel):+.2f} | {better} / {worse} | "
                      f"{np.mean(rel_rho):+.2f} |")
         print(lines[-1], flush=True)
-    (HERE / "results" / args.out).write_text("\n".join(lines) + "\n")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

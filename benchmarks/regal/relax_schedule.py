@@ -7,7 +7,7 @@ modules compiled for llvm and run on the same random inputs, outputs compared bi
 memory (``estimate_memory_usage`` after StaticPlanBlockMemory) is compared before and after.
 
 Usage: ``.venv/bin/python benchmarks/regal/relax_schedule.py [--budget 1000] [resnet18 transformer randwire inception]``
-Writes ``results/relax_schedule.md``.
+Writes ``DIR/relax_schedule.md`` (``--out DIR``, default ``runs/regal``, git-ignored; the committed figures: ``--out benchmarks/regal/results``).
 """
 
 import argparse
@@ -24,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget", type=int, default=1000)
+    ap.add_argument("--out", default="runs/regal", help="results folder (committed: benchmarks/regal/results)")
     ap.add_argument("models", nargs="*", default=["resnet18", "transformer", "randwire", "inception"])
     args = ap.parse_args()
 
@@ -56,7 +57,8 @@ def main():
                      f"{rep.planned_after / 1e3:.1f} | {rep.outputs_identical} (max diff {rep.max_abs_diff:.1g}) | "
                      f"{time.perf_counter() - t0:.0f} |")
         print(lines[-1], flush=True)
-    (HERE / "results" / "relax_schedule.md").write_text("\n".join(lines) + "\n")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "relax_schedule.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -16,7 +16,7 @@ Settings (defaults; all recorded in the JSON output):
 
 Usage::
 
-    .venv/bin/python benchmarks/regal/run_part1.py            # full run, writes benchmarks/regal/results/
+    .venv/bin/python benchmarks/regal/run_part1.py            # full run, writes runs/regal/ (--out benchmarks/regal/results: the committed figures)
     .venv/bin/python benchmarks/regal/run_part1.py --quick    # 5 graphs, small budget (smoke test)
 """
 
@@ -194,7 +194,8 @@ def main(argv=None):
     p.add_argument("--dp-states", type=int, default=3_000_000)
     p.add_argument("--seed", type=int, default=2020)
     p.add_argument("--real", default=",".join(REAL))
-    p.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    p.add_argument("--out", default="runs/regal",
+                   help="results folder (default runs/regal, git-ignored; committed: benchmarks/regal/results)")
     p.add_argument("--tag", default="part1")
     p.add_argument("--quick", action="store_true", help="5 test graphs, 2 training graphs, budget 500")
     p.add_argument("--from-json", default=None, help="only re-render the Markdown table of a results JSON")

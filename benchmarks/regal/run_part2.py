@@ -9,7 +9,8 @@ with ``release regal export --graph model:NAME`` when missing). Tuned BRKGA is g
 the first 4 training graphs at the same budget. Seeds: ``10_000 + i`` (never a training seed).
 
 Usage: ``.venv/bin/python benchmarks/regal/run_part2.py [--n-test 50] [--budget 1000] [--workers 1]``
-Writes ``results/part2.{json,md}`` (``results/part2-OBJECTIVE.{json,md}`` with ``--objectives OBJECTIVE``).
+Writes ``DIR/part2.{json,md}`` (``DIR/part2-OBJECTIVE.{json,md}`` with ``--objectives OBJECTIVE``) under ``--out DIR``
+(default ``runs/regal``, git-ignored; the committed figures: ``--out benchmarks/regal/results``).
 """
 
 import argparse
@@ -41,6 +42,7 @@ def real_graph(name):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n-test", type=int, default=50)
+    ap.add_argument("--out", default="runs/regal", help="results folder (committed: benchmarks/regal/results)")
     ap.add_argument("--budget", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--objectives", default="peak-memory,runtime")
@@ -101,8 +103,10 @@ def main():
         md.append("")
         print("\n".join(md[-12:]), flush=True)
     stem = "part2" if args.objectives == "peak-memory,runtime" else "part2-" + args.objectives.replace(",", "-")
-    (HERE / "results" / f"{stem}.json").write_text(json.dumps(out, indent=1, default=float))
-    (HERE / "results" / f"{stem}.md").write_text("\n".join(md) + "\n")
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{stem}.json").write_text(json.dumps(out, indent=1, default=float))
+    (out_dir / f"{stem}.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
 

@@ -27,7 +27,7 @@ warnings.filterwarnings("ignore")
 
 SPECS = ("resnet18-224", "resnet18-224@8", "mobilenet_v2", "mobilenet_v2@8", "bert-base-layer", "bert-base-layer@8",
          "inception-v3-35", "inception-v3-35@8", "randwire-60", "randwire-200")
-OUT = Path(__file__).resolve().parent / "results"
+OUT = "runs/regal"  # default --out: git-ignored, so a run leaves the checkout clean
 
 
 def one(spec, budget, k, seed=0):
@@ -98,6 +98,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget", type=int, default=2000)
     ap.add_argument("--orders", type=int, default=10)
+    ap.add_argument("--out", default=OUT, help="results folder (default runs/regal; committed: benchmarks/regal/results)")
     ap.add_argument("specs", nargs="*", default=list(SPECS))
     args = ap.parse_args()
     t0 = time.time()
@@ -110,8 +111,9 @@ def main():
               f"orders (max err {v['max_abs_err']:.0f} B, r {v['r_model_tvm']:.4f}; ideal vs TVM r {v['r_ideal_tvm']:.3f}); "
               f"best {r['best_tvm_bytes']} B ({r['reduction_pct']:.2f}% less)  [{time.time() - t0:.0f} s]", flush=True)
     cmd = "benchmarks/regal/tvm_plan_real.py " + " ".join(sys.argv[1:])
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "tvm_plan_real.json").write_text(json.dumps({"command": cmd, "seconds": time.time() - t0, "rows": rows},
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tvm_plan_real.json").write_text(json.dumps({"command": cmd, "seconds": time.time() - t0, "rows": rows},
                                                       indent=1))
     md = ["# What TVM plans on real-size graphs, and what reordering gains", "",
           f"Command: `.venv/bin/python {cmd}` ({time.time() - t0:.0f} s wall). Fused graphs (as `tvm.compile` fuses), "
@@ -135,7 +137,7 @@ def main():
     md += ["", f"Mean reduction of TVM's planned bytes over all {len(rows)} graphs: {np.mean(red):.2f}%; over the "
            f"{sum(x > 0 for x in red)} graphs where any reduction was found: "
            f"{np.mean([x for x in red if x > 0]) if any(x > 0 for x in red) else 0:.2f}%."]
-    (OUT / "tvm_plan_real.md").write_text("\n".join(md) + "\n")
+    (out / "tvm_plan_real.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -29,7 +30,9 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--plan-size", type=int, default=64)
     p.add_argument("--only", nargs="*", default=None, help="variant names to run (default: all)")
-    p.add_argument("--out", default="benchmarks/ablation/search_quality/search_quality.json")
+    p.add_argument("--out", default="runs/search_quality.json",
+                   help="the JSON written (default git-ignored; committed: benchmarks/ablation/search_quality/"
+                        "search_quality.json)")
     args = p.parse_args(argv)
 
     import torch
@@ -92,6 +95,7 @@ def main(argv=None) -> int:
                      np.mean([x["best_measured_pred"] for x in first]),
                      np.mean([x["queries"] or 0 for c in per_seed for x in c]),
                      np.mean([x["seconds"] for c in per_seed for x in c])))
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
     print(f"Fixed XGBoost (knob) model fit on {len(xs)} measured configs of {args.workload}; "
