@@ -416,9 +416,9 @@ def checkpoints(cfg: ModelBenchConfig, retime: bool = False, progress: bool = Tr
             for n in checkpoint_trials(cfg.n_trial[m], cfg.checkpoints)]
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from .progress import progress as make_progress  # a bar on a terminal, plain lines elsewhere
 
-        bar = tqdm(total=len(todo), desc="checkpoints", unit="compile", dynamic_ncols=True)
+        bar = make_progress(len(todo), desc="checkpoints", unit="compile")
     models: dict = {}
     tasks = {} if tasks is None else tasks  # model name -> extracted tasks, shared with the caller
     try:

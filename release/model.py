@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .callback import Callback
 from .errors import ModelError, ReleaseError, check_n_trial, error_line
 
 logger = logging.getLogger(__name__)
@@ -707,6 +708,7 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
         from .progress import progress as make_progress  # a bar on a terminal, plain lines elsewhere
 
         bar = make_progress(n_trial, desc="model", unit="trial", initial=min(used, n_trial))
+    per_trial = [_TrialProgress(bar, share_of)] if bar is not None else []  # a chunk can take minutes
     try:
         while used < n_trial:
             alive = [i for i, t in enumerate(tasks) if tuners[t.key].has_next()]
@@ -719,15 +721,13 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
             want = min(chunk, n_trial - used)
             if task.key not in measurers:
                 measurers[task.key] = Measurer(task, opt)
-            tu.tune(tu.trials + want, measurers[task.key], callbacks=[logcb, *extra], resume=False)
+            tu.tune(tu.trials + want, measurers[task.key], callbacks=[logcb, *extra, *per_trial], resume=False)
             gained = tu.trials - before
             used += gained
             sched.observe(i, tu)
-            if bar is not None:
-                bar.set_postfix_str(f"{task.name}: {tu.trials} trials, best {tu.best_cost * 1e3:.3f} ms "
-                                    f"({tu.best_gflops:.2f} GFLOPS), weight {task.weight}, "
-                                    f"{100 * share_of[task.key]:.0f}% of the latency")
-                bar.update(gained)
+            if bar is not None:  # the trials the callback did not see (none, unless a tuner reports fewer)
+                bar.set_postfix_str(_TrialProgress.postfix(tu, share_of))
+                bar.update(max(0, gained - per_trial[0].take()))
             if gained == 0:
                 sched.exhausted(i)
     finally:
@@ -737,6 +737,35 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
             opt["builder"].close()
             opt["runner"].close()
     return TuneModelResult(tasks, tuners, time.time() - t0)
+
+
+class _TrialProgress(Callback):
+    """A tuner callback advancing :func:`tune_model`'s progress once per measured trial (plain lines
+    every N trials or T seconds where there is no terminal, :mod:`release.progress`)."""
+
+    def __init__(self, bar, share_of: dict):
+        self.bar, self.share_of, self.seen = bar, share_of, 0
+
+    @staticmethod
+    def postfix(tu, share_of: dict) -> str:
+        """The current task, its trials and best so far, its weight and share of the latency."""
+        task = tu.task
+        return (f"{task.name}: {tu.trials} trials, best {tu.best_cost * 1e3:.3f} ms ({tu.best_gflops:.2f} GFLOPS), "
+                f"weight {task.weight}, {100 * share_of[task.key]:.0f}% of the latency")
+
+    def take(self) -> int:
+        """Trials counted since the last call."""
+        n, self.seen = self.seen, 0
+        return n
+
+    def on_result(self, tuner, inputs, results) -> None:
+        """Advance by the results that are trials (a re-check of the best is none)."""
+        from .measure.result import ErrorKind
+
+        n = sum(r.error_kind != ErrorKind.WRONG_OUTPUT for r in results)
+        self.seen += n
+        self.bar.set_postfix_str(self.postfix(tuner, self.share_of))
+        self.bar.update(n)
 
 
 def schedule_knobless(mod, target):

@@ -71,3 +71,18 @@ def test_track_says_a_short_loop_in_one_line():
     assert list(track("abc", desc="extract", unit="task", file=out)) == ["a", "b", "c"]
     (line,) = out.getvalue().splitlines()
     assert line.startswith("extract: 3/3 tasks, elapsed ") and line.endswith("ETA 0:00")
+
+
+def test_tune_model_says_each_trial_in_plain_lines(tmp_path, capsys):
+    """``tune_model`` (``release tune-model``, the model tiers of ``bench``) advances per measured trial, not
+    per chunk of a task: a plain line for each of 3 trials (every_n = 1 at this budget)."""
+    from release import create_task
+    from release import model as M
+    from release.measure import LocalBuilder, LocalRunner, measure_option
+
+    opt = measure_option(LocalBuilder(n_parallel=1), LocalRunner(number=1, repeat=1, cooldown_interval=0.0))
+    M.tune_model([create_task("tiny.matmul.1", "llvm")], 3, str(tmp_path / "m.jsonl"), tuner="random",
+                 measure_option=opt, progress=True)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("model: ")]
+    assert [ln.split(" trials")[0] for ln in lines] == ["model: 1/3", "model: 2/3", "model: 3/3"]
+    assert all("tiny.matmul.1: " in ln and " GFLOPS), weight 1, " in ln and ", ETA " in ln for ln in lines)
