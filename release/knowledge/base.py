@@ -20,10 +20,12 @@ skip it with one warning, and no later write ever follows it (a new process open
 
 Reading is one pass over every shard, line by line (time and memory linear in the folder's size).
 Records are deduplicated by (workload, target, trace): the workload is the 16-hex digest of a
-task's key (``sha1(structural_hash(mod) | target JSON)``, :class:`release.task.Task`), so records
-of the same program imported from a JSON log and from a MetaSchedule ``JSONDatabase`` (whose
-workload lines carry the same structural hash) are recognised as one. The first copy read wins
-(shards in name order, lines in file order).
+task's key (``sha1(structural_hash(mod) | ISA class)``, :class:`release.task.Task`; keys of older
+releases hashed the whole target JSON and stay as written), so records of the same program imported
+from a JSON log and from a MetaSchedule ``JSONDatabase`` (whose workload lines carry the same
+structural hash) are recognised as one. The first copy read wins (shards in name order, lines in
+file order). Records of every machine of an ISA class are read together (an AMD Zen 4's and an Intel
+Xeon's AVX-512 records serve each other's tasks); each keeps its machine (``mcpu``, cores, CPU model).
 
 Programs: beside the shards, ``programs/<digest>.json`` holds each workload's program (the task's
 one-PrimFunc ``IRModule`` as TVM's JSON, ``tvm.ir.save_json``; name, key and target beside it),
