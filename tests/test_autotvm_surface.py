@@ -110,3 +110,23 @@ def test_task_create_calls_a_function_with_args():
 
     with pytest.raises(WorkloadError, match="args are for a function"):
         autotvm.task.create("tiny.matmul.1", args=(16,), target="llvm")
+
+
+def test_the_context_serves_a_relax_build(tmp_path):
+    """Inside ``with apply_history_best(log)`` the current MetaSchedule database answers TVM's Relax build
+    (``MetaScheduleApplyDatabase``): the model's task is found by its program."""
+    import torch
+    from tvm.s_tir import meta_schedule as ms
+
+    from release import model as M
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()
+    model = M.from_pytorch(net, (torch.randn(1, 3, 8, 8),), name="net")
+    (task,) = M.extract_tasks(model, "llvm")
+    log = _log(tmp_path / "m.jsonl", task, [1e-4])
+    with autotvm.apply_history_best(log):
+        db = ms.Database.current()
+        ex = M.compile_model(model, "llvm", db)
+        assert len(db) == 1  # loaded when the build asked for the task's program
+    assert M.evaluate(model, ex)["max_abs_err"] < 1e-3
