@@ -520,7 +520,7 @@ def cmd_tune_model(args) -> int:
     log = args.log or os.path.join("runs", f"{os.path.basename(args.model)}.{args.tuner}{suffix}.jsonl")
     print(f"log      {log}" + (" (resuming)" if os.path.exists(log) and os.path.getsize(log) else ""))
     chunk = M.default_chunk(option["builder"].n_parallel)
-    covered = min(len(tasks), args.n_trial // chunk)
+    covered = min(len(tasks), -(-args.n_trial // chunk))  # a last, partial chunk still reaches its task
     if covered < len(tasks):  # tasks come heaviest first: the lightest ones get nothing
         left = tasks[covered:]
         print(f"budget   {args.n_trial} trials cover one round ({chunk} trials) of {covered} of {len(tasks)} tasks; "

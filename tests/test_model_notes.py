@@ -80,3 +80,4 @@ def test_tune_model_with_weights_as_inputs_says_so_once_and_not_packed_in(tmp_pa
     assert (p.stdout + p.stderr).count("weights are runtime inputs") == 1
     assert "(weights not packed in: main takes them as inputs after the data)" in p.stdout
     assert "weights packed in" not in p.stdout
+    assert "get no trial" not in p.stdout  # 2 trials of a chunk of 8 still reach the one task
