@@ -174,16 +174,16 @@ def default_prepack(model: Model, target) -> bool:
     """Pre-pack weights by default on CPU (llvm) targets when the model's weights are constants
     (TVM's ``static_shape_tuning_pipeline`` docstring: "cpu_weight_prepack is expected to be True
     when running on CPU"). A model whose weights are runtime inputs is tuned without it; a
-    one-line note says so, once per model however many steps ask."""
+    one-line note says so, once however many steps ask (:func:`release.notes.warn_once`)."""
     from .target import resolve_target
 
     if resolve_target(target).kind.name != "llvm":
         return False
     if not model.params:
-        if not getattr(model, "_noted_weight_inputs", False):  # once per model, not once per caller
-            logger.warning("%s: its weights are runtime inputs, not constants: tuned without weight pre-packing",
-                           model.name)
-            model._noted_weight_inputs = True
+        from .notes import warn_once  # extraction, the compile and the comparisons each ask: said once
+
+        warn_once(logger, "%s: its weights are runtime inputs, not constants: tuned without weight pre-packing",
+                  model.name)
         return False
     return True
 
@@ -448,8 +448,10 @@ def _convert_layout_or_keep(per_call, lanes: int, kept: list):
             return relax.transform.ConvertLayout({}, per_call)(mod)
         except Exception as err:  # noqa: BLE001 - TVM's errors (InternalError, ...) come as several classes
             why = (str(err).strip().splitlines() or [""])[-1][:200]
-            logger.warning("blocked layout: TVM's ConvertLayout failed on this model (%s: %s); its %d conv2d keep "
-                           "the imported NCHW layout", type(err).__name__, why, n)
+            from .notes import warn_once  # extraction and the compile run this pass alike: said once
+
+            warn_once(logger, "blocked layout: TVM's ConvertLayout failed on this model (%s: %s); its %d conv2d "
+                      "keep the imported NCHW layout", type(err).__name__, why, n)
             return mod
 
     return convert

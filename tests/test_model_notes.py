@@ -60,7 +60,9 @@ def _weights_as_inputs_onnx(path):
 
 def test_the_weights_are_inputs_note_comes_once(tmp_path, caplog):
     from release import model as M
+    from release.notes import forget
 
+    forget()  # another test of this process may have said it
     model = M.load_model(_weights_as_inputs_onnx(tmp_path / "net.onnx"))
     assert not model.params
     with caplog.at_level(logging.WARNING, logger="release.model"):
@@ -81,3 +83,15 @@ def test_tune_model_with_weights_as_inputs_says_so_once_and_not_packed_in(tmp_pa
     assert "(weights not packed in: main takes them as inputs after the data)" in p.stdout
     assert "weights packed in" not in p.stdout
     assert "get no trial" not in p.stdout  # 2 trials of a chunk of 8 still reach the one task
+
+
+def test_warn_once_says_a_text_once_per_logger(caplog):
+    from release.notes import forget, warn_once
+
+    forget()
+    log = logging.getLogger("release.test_notes")
+    with caplog.at_level(logging.WARNING, logger="release.test_notes"):
+        assert warn_once(log, "model %s: %d conv2d keep NCHW", "m", 3)
+        assert not warn_once(log, "model %s: %d conv2d keep NCHW", "m", 3)
+        assert warn_once(log, "model %s: %d conv2d keep NCHW", "other", 3)  # another text: said
+    assert [r.getMessage() for r in caplog.records] == ["model m: 3 conv2d keep NCHW", "model other: 3 conv2d keep NCHW"]
