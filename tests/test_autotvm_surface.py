@@ -43,6 +43,9 @@ def test_apply_history_best_is_a_context_and_an_object(tmp_path, task):
         want = task.config_space.apply(task.config_space.get(1)).trace
         assert str(sch.trace) == str(want)
         lib = ctx.build(task)
+        with autotvm.apply_history_best(log) as inner:  # nested: the innermost answers, then the outer again
+            assert autotvm.ApplyHistoryBest.current() is inner
+        assert autotvm.ApplyHistoryBest.current() is ctx and ms.Database.current() is not None
     assert ms.Database.current() is None and autotvm.ApplyHistoryBest.current() is None
     assert task.check(lib) < 1e-3  # the tuned kernel computes the reference
     other = autotvm.task.create("tiny.conv2d.1", target="llvm")  # not in the log
@@ -56,7 +59,7 @@ def test_record_module_reads_picks_and_writes(tmp_path, task):
     pairs = list(autotvm.record.load_from_file(log))
     assert [inp.config for inp, _ in pairs] == [task.config_space.get(0), task.config_space.get(1)]
     inp, res = pairs[1]
-    assert inp.task.name == "tiny.matmul.1" and res.costs == [1e-4]
+    assert inp.task.name == "tiny.matmul.1" and res.costs == [1e-4] and inp.target == task.target_json
     line = autotvm.record.encode(inp, res)
     again_inp, again_res = autotvm.record.decode(line)
     assert again_inp.config == inp.config and again_res.costs == res.costs

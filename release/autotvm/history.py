@@ -55,7 +55,7 @@ class ApplyHistoryBest(_records.ApplyHistoryBest):
 
     def __exit__(self, *exc) -> None:
         db = self._entered.pop()
-        _ACTIVE.remove(self)
+        _ACTIVE.pop()  # contexts leave in the reverse order of entering
         db.__exit__(*exc)
 
     @staticmethod

@@ -54,6 +54,11 @@ class MeasureInput:
     def __init__(self, task, config):
         self.task, self.config = task, tuple(config)
 
+    @property
+    def target(self):
+        """The task's target (AutoTVM's ``MeasureInput.target``)."""
+        return self.task.target
+
     def __repr__(self) -> str:
         return f"MeasureInput({self.task.name}, {self.config})"
 
