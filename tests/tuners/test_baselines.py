@@ -123,31 +123,85 @@ def test_ms_evolutionary_candidates_map_to_configs_of_the_same_program(matmul_ta
         assert tvm_ffi.structural_equal(matmul_task.config_space.apply(config).mod, cand.sch.mod)
 
 
+def _observe_generations(tuner):
+    """Record what ``tuner`` does, whatever the timing: each generation's ``(candidate, config)`` pairs,
+    the database's size when it was drawn, the candidates of each generation reported back, the
+    configs handed out (in order)."""
+    seen = dict(offered=[], in_db_at_start=[], reported=[], handed=[])
+    new_generation, finish_generation, next_batch = (tuner._new_generation, tuner._finish_generation,
+                                                     tuner.next_batch)
+
+    def observed_new():
+        new_generation()
+        if tuner._gen:
+            seen["in_db_at_start"].append(len(tuner.database.get_all_tuning_records()))
+            seen["offered"].append(list(tuner._gen))
+
+    def observed_finish():
+        seen["reported"].append(len(tuner._gen))
+        finish_generation()
+
+    def observed_next(batch_size):
+        out = next_batch(batch_size)
+        seen["handed"].extend(out)
+        return out
+
+    tuner._new_generation, tuner._finish_generation, tuner.next_batch = observed_new, observed_finish, observed_next
+    return seen
+
+
 @pytest.mark.slow
 def test_ms_evolutionary_measures_metaschedule_candidates_and_resumes(matmul_task, fast_measure, tmp_path):
     from release.tuners.ms_evolutionary import MSEvolutionaryTuner
 
     log = str(tmp_path / "mse.jsonl")
-    # a small population keeps this test short; the search is MetaSchedule's all the same
+    # a small population keeps this test short; the search is MetaSchedule's all the same.
+    # How many generations the trials take is not asserted: it depends on how many candidates repeat
+    # a measured config, which MetaSchedule's search does not fix (its cost model draws random
+    # scores from numpy's global state until it has 100 samples)
     first = MSEvolutionaryTuner(matmul_task, plan_size=6, population_size=48, seed=0)
+    seen = _observe_generations(first)
     first.tune(6, fast_measure, callbacks=[autotvm.callback.log_to_file(log)])
-    assert first.generations == 1 and first.unmapped == 0
-    # the generation was reported back: MetaSchedule's database and cost model hold it
-    assert len(first.database.get_all_tuning_records()) == 6
-    assert first.cost_model.data_size == 6
+    assert first.generations == len(seen["offered"]) >= 1 and first.unmapped == 0
+    assert [len(gen) for gen in seen["offered"]] == [6] * first.generations
+    assert seen["in_db_at_start"][0] == 0
+    # the configs measured are the generations' candidates, the first generation's first, in order,
+    # each once
+    candidates = [c for gen in seen["offered"] for _, c in gen]
+    assert seen["handed"] == list(dict.fromkeys(candidates))[:6]
+    # the first generation (all of whose configs fit in 6 trials) was reported back, and every
+    # generation reported is in MetaSchedule's database and cost model
+    assert seen["reported"][:1] == [6] and len(seen["reported"]) in (first.generations - 1, first.generations)
+    assert len(first.database.get_all_tuning_records()) == sum(seen["reported"]) == first.cost_model.data_size
+    assert seen["in_db_at_start"] == [6 * i for i in range(first.generations)]
+    first_configs = set(seen["handed"])
+
     second = MSEvolutionaryTuner(matmul_task, plan_size=6, population_size=48, seed=1)
+    seen2 = _observe_generations(second)
     second.tune(10, fast_measure, callbacks=[autotvm.callback.log_to_file(log)])
     recs = load_records(log)
     assert len(recs) == 10 == len({tuple(r.config) for r in recs})
     assert all(r.tuner == "ms-evolutionary" and r.trace is not None for r in recs)
-    # the 6 resumed records went into the new database and cost model before the search started;
-    # the 4 new ones belong to a generation cut short at 10 trials, so they are not reported
-    assert len(second.database.get_all_tuning_records()) == 6
-    assert second.generations == 1
+    assert {tuple(r.config) for r in recs} == first_configs | set(seen2["handed"])
+    # the 6 resumed records went into the new database and cost model before the search started
+    assert second.generations == len(seen2["offered"]) >= 1 and second.unmapped == 0
+    assert seen2["in_db_at_start"][0] == 6
+    # the 4 new configs are the generations' candidates not measured before, in order
+    candidates2 = [c for gen in seen2["offered"] for _, c in gen]
+    assert seen2["handed"] == [c for c in dict.fromkeys(candidates2) if c not in first_configs][:4]
+    # a generation is reported only once all its configs are measured: one cut short at 10 trials is
+    # not (with a single generation, its 4 new configs of 6 are: nothing was reported)
+    assert len(second.database.get_all_tuning_records()) == 6 + sum(seen2["reported"]) \
+        == second.cost_model.data_size
+    assert len(seen2["reported"]) in (second.generations - 1, second.generations)
+    for gen, n_reported in zip(seen2["offered"], seen2["reported"]):
+        assert n_reported == len(gen) and {c for _, c in gen} <= first_configs | set(seen2["handed"])
+    if second.generations == 1:
+        assert seen2["reported"] == [] and len(second.database.get_all_tuning_records()) == 6
     # every candidate maps to a config whose replay is the candidate's program
     import tvm_ffi
 
-    for cand, config in second._gen:
+    for cand, config in [pair for gen in seen["offered"] + seen2["offered"] for pair in gen]:
         assert tvm_ffi.structural_equal(matmul_task.config_space.apply(config).mod, cand.sch.mod)
     assert sum(r.search_s for r in recs) > 0
 
