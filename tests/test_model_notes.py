@@ -94,4 +94,5 @@ def test_warn_once_says_a_text_once_per_logger(caplog):
         assert warn_once(log, "model %s: %d conv2d keep NCHW", "m", 3)
         assert not warn_once(log, "model %s: %d conv2d keep NCHW", "m", 3)
         assert warn_once(log, "model %s: %d conv2d keep NCHW", "other", 3)  # another text: said
-    assert [r.getMessage() for r in caplog.records] == ["model m: 3 conv2d keep NCHW", "model other: 3 conv2d keep NCHW"]
+    assert [r.getMessage() for r in caplog.records] == ["model m: 3 conv2d keep NCHW",
+                                                        "model other: 3 conv2d keep NCHW"]
