@@ -98,7 +98,7 @@ def test_brkga_reaches_proven_optimum_makespan_two_devices():
     assert brkga(m, 1000, seed=0).best_objective == 15
     for seed in range(2):
         g = random_layered_graph(SyntheticConfig(n_nodes=10, width=3), 200 + seed)
-        opt = exact_makespan(g, 2, time_limit_s=20)
+        opt = exact_makespan(g, 2, time_limit_s=300)  # proven in seconds; the limit only bounds a stall
         assert opt.optimal
         r = brkga(PerformanceModel(g, 2, "runtime"), 5000, seed=seed)
         assert r.best_objective == pytest.approx(opt.objective, rel=1e-6)
