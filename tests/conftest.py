@@ -79,3 +79,22 @@ def two_layer_model():
 
     torch.manual_seed(0)
     return M.from_pytorch(TwoLayers().eval(), (torch.randn(1, 3, 6, 6),), name="two-layers")
+
+
+@pytest.fixture
+def connection_attempts(monkeypatch):
+    """Every ``socket.create_connection`` of the test, made as usual and noted as ``(port, timeout)``.
+
+    A bad address answers "in bounded time" when each refusal took one attempt with a finite
+    timeout: a count, which a loaded machine does not change (a wall-clock limit would)."""
+    import socket
+
+    calls: list = []
+    real = socket.create_connection
+
+    def noted(address, timeout=socket._GLOBAL_DEFAULT_TIMEOUT, *args, **kwargs):
+        calls.append((int(address[1]), timeout))
+        return real(address, timeout, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", noted)
+    return calls
