@@ -87,21 +87,45 @@ def _tune_and_check(tmp_path, workload, n):
     assert f"log      {log}" in p.stdout and "apply_history_best" in p.stdout
 
 
+# `release tune` that writes 4 records and then waits (before writing a 5th) to be killed: the kill comes
+# mid-run (the build workers busy with the next configs) at a point that does not depend on how fast
+# the run goes, so the records before the kill are a count, not a race between this test and the run
+_STOPS_AFTER_4_RECORDS = """
+import sys, threading, time
+from release.cli import main
+from release.measure import records
+write, lock, written = records.log_to_file.on_result, threading.Lock(), [0]
+def on_result(self, tuner, inputs, results):
+    with lock:
+        while written[0] >= 4:
+            time.sleep(60)
+        write(self, tuner, inputs, results)
+        written[0] += len(results)
+records.log_to_file.on_result = on_result
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 def test_killed_run_resumes_without_measuring_twice(tmp_path):
     log = tmp_path / "k.jsonl"
-    args = [sys.executable, "-m", "release.cli", "tune", "--workload", "tiny.matmul.1", "--tuner", "random",
-            "--n-trial", "12", "--log", str(log), "--seed", "3", *FAST]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 300
-    while time.time() < deadline:
+    cli = ["tune", "--workload", "tiny.matmul.1", "--tuner", "random", "--n-trial", "12", "--log", str(log),
+           "--seed", "3", *FAST]
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as f:
+        proc = subprocess.Popen([sys.executable, "-c", _STOPS_AFTER_4_RECORDS, *cli], stdout=subprocess.DEVNULL,
+                                stderr=f, start_new_session=True)
+    deadline = time.time() + 600  # a hang guard only
+    while time.time() < deadline and proc.poll() is None:
         if log.exists() and len(log.read_text().splitlines()) >= 4:
             break
         time.sleep(0.05)
+    assert proc.poll() is None, err.read_text()  # still running: 4 of 12 records written
     os.killpg(proc.pid, signal.SIGKILL)  # the tuner and its build workers
     proc.wait()
     before = log.read_text()
     n_before = len(before.splitlines())
-    assert 4 <= n_before < 12
+    assert n_before == 4
+    args = [sys.executable, "-m", "release.cli", *cli]
     p = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     assert f"resuming {n_before} records" in p.stdout
@@ -162,13 +186,15 @@ def test_log_path_that_cannot_be_written_gets_one_line(tmp_path, command, capsys
         locked.chmod(0o700)
 
 
-def test_unreachable_rpc_tracker(tmp_path, capsys):
+def test_unreachable_rpc_tracker(tmp_path, capsys, connection_attempts):
+    from release.measure.tracker import QUERY_TIMEOUT
+
     port = _free_port()
-    t0 = time.time()
     p = release_here(capsys, "tune", "--workload", "tiny.matmul.1", "--runner", "rpc", "--rpc-key", "k", "--rpc-port", str(port),
                 "--log", str(tmp_path / "x.jsonl"), *FAST)
-    assert_one_line_error(p, f"no RPC tracker answers at 127.0.0.1:{port}")
-    assert time.time() - t0 < 60
+    assert_one_line_error(p, f"no RPC tracker answers at 127.0.0.1:{port}", "Connection refused")
+    # in bounded time: one refused attempt with a finite timeout, no retry
+    assert [t for p, t in connection_attempts if p == port] == [QUERY_TIMEOUT]
 
 
 def test_log_written_for_another_task(tmp_path):
@@ -299,11 +325,11 @@ def test_ctrl_c_during_worker_start_up_prints_one_line(tmp_path):
         time.sleep(0.02)
     assert workers, "no build worker started"
     os.killpg(proc.pid, signal.SIGINT)  # the workers are still starting (importing TVM takes seconds)
-    t0 = time.time()
-    out, err = proc.communicate(timeout=120)
+    # the timeout is a hang guard only: an exit that waited for the run would end by it, but how
+    # many seconds a prompt exit takes is up to the machine's load
+    out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, out + err
     assert err.strip().splitlines() == ["release: interrupted"], err
-    assert time.time() - t0 < 20
     time.sleep(1)
     assert not [w.pid for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
 
