@@ -250,32 +250,39 @@ def cmd_tune(args) -> int:
           f"{threads} threads" + (", weight pre-packed (layout-free)" if task.layout_free else ""))
     print(f"space    {len(space.spaces)} design spaces, {space.n_knobs} knobs, {space.size:.3g} configs")
     print(f"tuner    {args.tuner}, {args.n_trial} trials, seed {args.seed}, log {log}"
-          + (f" (resuming {len(previous)} records)" if previous else ""))
+          + _resuming(task, previous))
     if kdir is None:
         print(_knowledge_off_line(args))
     else:
-        n_rec, n_wl = (tuner.cost_model.knowledge_used if model_based else tuner.knowledge_used) \
-            if (model_based or seeded) and warm else (None, None)
+        holder = (tuner.cost_model if model_based else tuner) if (model_based or seeded) and warm else None
+        n_rec, n_wl = holder.knowledge_used if holder is not None else (None, None)
+        origin = getattr(holder, "knowledge_origin", "")
+        from_pack = getattr(holder, "knowledge_source", "") == "pack"
+        on = (f"of {task.isa_class} (the shipped pack: this base holds none of the class)" if from_pack
+              else f"of {task.isa_class}")
         if not (model_based or seeded):
             what = f"not used by {args.tuner}"
         elif not warm:
             what = (f"not read by {args.tuner}, a baseline: it starts cold as its own tuner does (--knowledge "
                     "to start it warm)")
         elif not n_rec:
-            what = "no records of this target yet (cold start)"
+            what = f"no records of {task.isa_class} yet, and no shipped pack of it (cold start)"
         elif tuner.seeds:
-            k = getattr(tuner.cost_model if model_based else tuner, "seed_workloads", 0)
+            k = getattr(holder, "seed_workloads", 0)
             what = (f"{len(tuner.seeds)} seed configs carried over from the best records of {_n(k, 'workload')} "
-                    f"({_n(n_rec, 'record')} of {_n(n_wl, 'workload')} on this target), to be measured first")
+                    f"({_n(n_rec, 'record')} of {_n(n_wl, 'workload')} {on}), to be measured first")
         elif seeded or getattr(getattr(tuner, "config", None), "knowledge_use", None) == "seeds":
-            what = (f"{n_rec} records of {n_wl} workloads on this target, none with this task's schedule "
+            what = (f"{n_rec} records of {n_wl} workloads {on}, none with this task's schedule "
                     "structure (cold start)")
         elif tuner.cost_model.warm:
-            what = f"starting warm from {n_rec} records of {n_wl} workloads on this target"
+            what = f"starting warm from {n_rec} records of {n_wl} workloads {on}"
         else:
-            what = (f"{n_rec} records of {n_wl} workloads on this target, too few successful ones to start "
+            what = (f"{n_rec} records of {n_wl} workloads {on}, too few successful ones to start "
                     f"warm (cold start)")
         print(f"knowledge {kdir}{' (a new folder)' if kdir_new else ''}: {what}; this run's records are added to it")
+        if origin:
+            print(f"          records from {origin.split(' from ', 1)[1]} (their timings stay theirs: seeds are "
+                  "measured here)")
     if isinstance(tuner, ModelBasedTuner) and args.n_trial <= tuner.plan_size and not tuner.seeds and not getattr(
             tuner.cost_model, "warm", False):
         print(f"note     {args.tuner} measures {tuner.plan_size} random configs before its cost model guides a trial "
@@ -397,13 +404,35 @@ def _n(count, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
+def _resuming(task, previous) -> str:
+    """`` (resuming N records)`` of a log; records of another machine of the ISA class are said to be
+    seeds (measured here first), not trials."""
+    if not previous:
+        return ""
+    here = sum(task.tier(r) == "machine" for r in previous)
+    there = len(previous) - here
+    if not there:
+        return f" (resuming {here} records)"
+    from .target import machine_of
+
+    machines = sorted({machine_of(r.target, r.machine) for r in previous if task.tier(r) != "machine"})
+    return (f" (resuming {here} records of this machine; {there} of {', '.join(machines[:3])} are another machine's: "
+            "their best configs are measured here first, not counted as trials)")
+
+
 def _print_usage(args, task, log) -> None:
-    """Where the results went and how to use them (issue 19 item 14)."""
+    """Where the results went and how to use them (issue 19 item 14): Python lines that compile the best
+    kernel and run it on the target's threads (TVM's runtime otherwise picks its own count)."""
+    from .threads import thread_count
+
     layout = "" if args.layout == "NCHW" else f", layout={args.layout!r}"
     prepack = ", prepack=False" if args.no_prepack else ""
     print(f"log      {log} (the same command resumes it)" + (f"; MetaSchedule database {args.database}"
                                                              if args.database else ""))
-    print(f"use      import tvm; from release import autotvm; task = autotvm.task.create({args.workload!r}, target={args.target!r}"
+    threads = thread_count(task.target)
+    print(f"use      import os; os.environ.setdefault('TVM_NUM_THREADS', '{threads}')  # the {threads} threads the "
+          "kernel was tuned on, set before tvm starts its thread pool")
+    print(f"         import tvm; from release import autotvm; task = autotvm.task.create({args.workload!r}, target={args.target!r}"
           f"{layout}{prepack}); db = autotvm.apply_history_best({log!r}).database([task])")
     print("         sch = tvm.s_tir.meta_schedule.tir_integration.compile_tir(db, task.mod, task.target); "
           "lib = tvm.compile(sch.mod, target=task.target)")
@@ -569,7 +598,11 @@ def cmd_tune_model(args) -> int:
         print(f"budget   {untuned} of {len(tasks)} tasks got no trial (TVM's default schedule); "
               f"--n-trial {chunk * len(tasks)} or more covers every task once")
     print("compile  the tuned model (compile_relax with the log's best records)...", flush=True)
-    db = apply_history_best(log).database(tasks)
+    hist = apply_history_best(log)
+    db = hist.database(tasks)
+    note = hist.report(retune=f"release tune-model --model {args.model} --log NEW.jsonl")
+    if note:
+        print(f"note     {note}")
     ex = M.compile_model(model, target, db, progress=not args.no_progress, layout=args.layout)
     lib = os.path.splitext(log)[0] + ".so"
     ex.export_library(lib)
@@ -623,9 +656,10 @@ def cmd_tune_model(args) -> int:
         bar.close()
     # a model whose weights are runtime inputs (an ONNX file exported without them) takes them at run time
     packed = "weights packed in" if model.params else "weights not packed in: main takes them as inputs after the data"
-    print(f"deploy   {lib} ({packed}): import tvm; from tvm import relax; "
+    print(f"deploy   {lib} ({packed}), on the {threads} threads it was tuned on: import os; "
+          f"os.environ.setdefault('TVM_NUM_THREADS', '{threads}'); import tvm; from tvm import relax; "
           f"vm = relax.VirtualMachine(tvm.runtime.load_module({lib!r}), tvm.cpu()); out = vm['main'](*inputs)")
-    print(f"         run with TVM_NUM_THREADS={threads}; the log {log} resumes with the same command")
+    print(f"         the log {log} resumes with the same command")
     return 0
 
 

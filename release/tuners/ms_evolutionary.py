@@ -146,14 +146,15 @@ class MSEvolutionaryTuner(Tuner):
         self.unmapped = 0
         self.seeds: list[tuple] = []
         self.knowledge_used = (0, 0)
+        self.knowledge_origin, self.knowledge_source = "", ""  # which machines, base or shipped pack
         self.seed_workloads = 0  # how many workloads the seeds came from
         if knowledge is not None and knowledge is not False:
             from ..knowledge.use import knowledge_records, knowledge_seeds
 
             records = knowledge_records(knowledge, task)
             self.knowledge_used = (len(records), len({r.task for r in records}))
-            self.knowledge_origin = records.origin() if hasattr(records, "origin") and records else ""
-            self.knowledge_source = getattr(records, "source", "")
+            self.knowledge_origin = records.origin() if records else ""
+            self.knowledge_source = records.source
             n = self.params.num_trials_per_iter // 2 if n_seeds is None else int(n_seeds)
             if records and n > 0:
                 sources: list = []

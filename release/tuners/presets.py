@@ -200,9 +200,11 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
     from ..cost_model import XGBoostCostModel
 
     cfg.check()
-    records, programs = [], None
+    from ..knowledge.use import KnowledgeRecords
+
+    records, programs = KnowledgeRecords(), None
     if cfg.knowledge is not None and cfg.knowledge is not False:
-        from ..knowledge.use import knowledge_records, knowledge_programs
+        from ..knowledge.use import knowledge_programs, knowledge_records
 
         records = knowledge_records(cfg.knowledge, task)
         programs = knowledge_programs(cfg.knowledge)
@@ -222,8 +224,8 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
         cost_model = XGBoostCostModel(task, feature_type=cfg.feature_type, loss_type=cfg.loss_type,
                                       num_threads=cfg.num_threads, seed=child_seed(seed, "cost_model"))
     cost_model.knowledge_used = (len(records), len({r.task for r in records}))
-    cost_model.knowledge_origin = records.origin() if hasattr(records, "origin") and records else ""
-    cost_model.knowledge_source = getattr(records, "source", "")
+    cost_model.knowledge_origin = records.origin() if records else ""
+    cost_model.knowledge_source = records.source
     cost_model.seed_workloads = len(set(seed_sources))  # how many workloads the seeds came from
     optimizer = cfg.optimizer
     if optimizer == "sa":
