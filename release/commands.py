@@ -622,9 +622,9 @@ def cmd_tune_model(args) -> int:
                                               if "ms" in steps else ""), flush=True)
     bar = None
     if prog and steps:
-        from tqdm.auto import tqdm
+        from .progress import progress as make_progress  # a bar on a terminal, plain lines elsewhere
 
-        bar = tqdm(total=len(steps), desc="compare", unit="step", dynamic_ncols=True)
+        bar = make_progress(len(steps), desc="compare", unit="step", every_n=1)
     if "untuned" in compare:
         un = M.evaluate(model, M.compile_model(model, target, progress=prog), check=False, threads=threads)
         print(f"untuned  {un['fastest_ms']:.3f} ms on {un['threads']} threads (fastest of repeats; TVM default "

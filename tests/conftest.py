@@ -98,3 +98,37 @@ def connection_attempts(monkeypatch):
 
     monkeypatch.setattr(socket, "create_connection", noted)
     return calls
+
+
+class Result:
+    """What a run of the CLI gave: ``returncode``, ``stdout``, ``stderr`` (as ``subprocess.run``)."""
+
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def release_here(capsys, *args, env=None):
+    """``release ARGS`` in this process (``release.cli.main``) with stdout and stderr captured: for input
+    refused before any work, without a new interpreter's TVM and PyTorch imports.
+
+    ``env`` adds environment variables for the run; the environment is restored afterwards (a command
+    sets ``TVM_NUM_THREADS`` for its workers: none of it leaks into later tests). Returns a :class:`Result`.
+    """
+    import os
+
+    from release.cli import main
+
+    saved = dict(os.environ)
+    capsys.readouterr()
+    try:
+        os.environ.update(env or {})
+        try:
+            rc = main(list(args))
+        except SystemExit as e:  # argparse's own errors
+            rc = e.code if isinstance(e.code, int) else 2
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    out = capsys.readouterr()
+    return Result(rc, out.out, out.err)
+

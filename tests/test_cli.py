@@ -6,6 +6,7 @@ subprocess start imports TVM and PyTorch (10-96 s apiece on a loaded 2-core mach
 ``--log``, a log of another task, a file that is not a log, Ctrl-C, a killed run, a closed pipe.
 """
 
+import itertools
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import sys
 import time
 
 import pytest
+from conftest import release_here
 
 FAST = ["--number", "1", "--repeat", "1", "--min-repeat-ms", "0", "--no-progress"]
 
@@ -22,26 +24,6 @@ FAST = ["--number", "1", "--repeat", "1", "--min-repeat-ms", "0", "--no-progress
 def release(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "release.cli", *args], capture_output=True, text=True,
                           timeout=timeout)
-
-
-class Result:
-    """What a run of the CLI gave: ``returncode``, ``stdout``, ``stderr`` (as ``subprocess.run``)."""
-
-    def __init__(self, returncode, stdout, stderr):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
-def release_here(capsys, *args):
-    """``release ARGS`` in this process: ``release.cli.main`` with stdout and stderr captured."""
-    from release.cli import main
-
-    capsys.readouterr()
-    try:
-        rc = main(list(args))
-    except SystemExit as e:  # argparse's own errors
-        rc = e.code if isinstance(e.code, int) else 2
-    out = capsys.readouterr()
-    return Result(rc, out.out, out.err)
 
 
 def lines(path):
@@ -370,18 +352,26 @@ def test_top_level_help_examples_parse():
 
 
 def test_tune_blocked_layout_and_the_printed_usage_runs(tmp_path):
-    """`--layout NCHWc` tunes the channel-blocked conv2d; the two `use` lines it prints compile the
-    best kernel when run as printed (issue 16 item 2, issue 19 item 14)."""
+    """`--layout NCHWc` tunes the channel-blocked conv2d; the `use` lines it prints compile the best
+    kernel when run as printed (issue 16 item 2, issue 19 item 14), on the target's threads (issue 31)."""
     log = tmp_path / "c.jsonl"
     p = release("tune", "--workload", "tiny.conv2d.1", "--layout", "NCHWc", "--tuner", "random", "--n-trial", "4",
                 "--log", str(log), *FAST)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "tiny.conv2d.1-NCHW" in p.stdout and "matches the reference" in p.stdout
-    use = [ln[9:] for ln in p.stdout.splitlines() if ln.startswith(("use      ", "         sch"))]
-    assert len(use) == 2, p.stdout
-    code = "\n".join(x.strip().replace("; ", "\n") for x in use) + "\nprint(type(lib).__name__)"  # exactly as printed
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    lines = p.stdout.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("use      "))
+    more = itertools.takewhile(lambda ln: ln.startswith(" " * 9), lines[start + 1:])  # the block's next lines
+    use = [lines[start][9:]] + [ln[9:] for ln in more]
+    assert len(use) == 3 and "TVM_NUM_THREADS" in use[0], p.stdout  # threads, the database, the compile
+    code = "\n".join(x.strip().replace("; ", "\n") for x in use)  # exactly as printed
+    code += "\nprint(type(lib).__name__); print('threads', tvm.runtime.num_threads())"
+    env = {k: v for k, v in os.environ.items() if k != "TVM_NUM_THREADS"}  # a user's shell: none set
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, code + run.stderr
+    # the kernel runs on the threads it was tuned on (TVM's runtime otherwise picks its own count: 1 here)
+    threads = use[0].split("os.environ.setdefault('TVM_NUM_THREADS', '")[1].split("'")[0]
+    assert f"threads {threads}" in run.stdout, run.stdout
 
 
 def test_tune_model_says_what_the_budget_leaves_untuned_and_how_to_deploy(tmp_path):

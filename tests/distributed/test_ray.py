@@ -38,8 +38,8 @@ def test_split_budget():
         split_budget(ts, 9, "x")
 
 
-def _line(task, config, cost=1e-5):
-    return json.dumps({"task": task, "name": task, "target": "{}", "config": config, "costs": [cost],
+def _line(task, config, cost=1e-5, target="{}"):
+    return json.dumps({"task": task, "name": task, "target": target, "config": config, "costs": [cost],
                        "error_kind": "", "error_msg": ""})
 
 
@@ -90,7 +90,8 @@ def test_restart_after_all_shards_written_measures_nothing(tmp_path, matmul_task
     shard = shard_path(log, matmul_task)
     os.makedirs(os.path.dirname(shard))
     with open(shard, "w") as f:
-        f.write("".join(_line(matmul_task.key, [0, i, 1, 1, 0]) + "\n" for i in range(3)))
+        f.write("".join(_line(matmul_task.key, [0, i, 1, 1, 0], target=matmul_task.target_json) + "\n"
+                        for i in range(3)))
     res = tune_model_ray([matmul_task], 3, log, address=f"127.0.0.1:{free_port()}", progress=False)
     assert not ray.is_initialized()  # nothing left to tune: the unreachable address is never used
     assert len(open(log).read().splitlines()) == 3

@@ -196,25 +196,3 @@ def test_damaged_or_newer_pack_is_one_line_and_a_cold_start(tmp_path, monkeypatc
             assert knowledge_records(str(tmp_path / "empty"), matmul_task) == []
         msgs = [r.getMessage() for r in caplog.records]
         assert msgs and all("shipped pack" in m and "starting cold" in m for m in msgs), msgs
-
-
-# ---------------------------------------------------------------- the printed deploy lines
-def test_printed_deploy_lines_run_the_kernel_on_the_targets_threads(tmp_path):
-    from release.target import host_cores
-
-    n = min(2, host_cores())  # TVM caps its pool at the cores; without the printed line it runs 1 thread here
-    target = json.dumps({"kind": "llvm", "num-cores": n})
-    p = subprocess.run([sys.executable, "-m", "release.cli", "tune", "--workload", "tiny.matmul.1", "--tuner",
-                        "random", "--n-trial", "2", "--target", target, "--log", str(tmp_path / "m.jsonl"),
-                        "--no-knowledge", *FAST], capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0, p.stderr
-    lines = p.stdout.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("use "))
-    code = [lines[start][len("use "):].strip()] + [ln.strip() for ln in lines[start + 1:start + 3]]
-    script = "\n".join(code + ["import numpy as np", "x = task.random_inputs()",
-                               "print('threads', tvm.runtime.num_threads()); task.check(lib)"])
-    env = {k: v for k, v in os.environ.items() if k != "TVM_NUM_THREADS"}
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
-                         cwd=tmp_path)
-    assert run.returncode == 0, run.stderr
-    assert f"threads {n}" in run.stdout

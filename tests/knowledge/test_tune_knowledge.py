@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import release_here
 
 from release.knowledge import KnowledgeBase
 
@@ -30,7 +31,10 @@ def _one_line_error(proc, *fragments):
         assert frag in err[-1], err[-1]
 
 
-def test_contradicting_or_bad_knowledge_flags_are_one_line_errors(tmp_path):
+def test_contradicting_or_bad_knowledge_flags_are_one_line_errors(tmp_path, capsys):
+    def release(*args, env=None):  # in this process: each is refused before any work
+        return release_here(capsys, *args, env=env)
+
     base = ["tune", "--workload", "tiny.matmul.1", "--n-trial", "2", "--log", str(tmp_path / "x.jsonl"), *FAST]
     _one_line_error(release(*base, "--knowledge", str(tmp_path / "kb"), "--no-knowledge"),
                     "--no-knowledge", "contradict")
@@ -41,7 +45,7 @@ def test_contradicting_or_bad_knowledge_flags_are_one_line_errors(tmp_path):
     afile = tmp_path / "file"
     afile.write_text("x")
     _one_line_error(release(*base, "--knowledge", str(afile)), str(afile), "not a folder")
-    _one_line_error(release(*base, env=dict(os.environ, RELEASE_KNOWLEDGE=str(afile))), str(afile),
+    _one_line_error(release(*base, env=dict(RELEASE_KNOWLEDGE=str(afile))), str(afile),
                     "(from $RELEASE_KNOWLEDGE) is a file")
     # a folder that cannot be made (under a file): one line before any work, not a traceback at the first record
     _one_line_error(release(*base, "--knowledge", str(afile / "kb")), str(afile / "kb"), "cannot be written",
@@ -74,6 +78,18 @@ def test_tune_adds_its_records_to_the_knowledge_base_unless_told_not_to(tmp_path
     first = sorted((r for r in load_records(str(tmp_path / "a.jsonl")) if r.ok), key=lambda r: -r.gflops)
     assert [tuple(r.config) for r in load_records(str(tmp_path / "c.jsonl"))] == [tuple(r.config) for r in first[:2]]
     assert len(KnowledgeBase(default).records()) == 3  # the same two configs again: records the base holds
+
+
+@pytest.mark.slow
+def test_baselines_read_the_default_base_only_when_asked_and_ms_takes_only_seeds(tmp_path):
+    """The slow rest of the test above (6 more tuning processes): xgb, a baseline, starts cold unless
+    asked; an empty base says cold start; a bare ``--knowledge`` reads the default base; MetaSchedule's
+    search takes seeds only."""
+    default = tmp_path / "default-kb"
+    env = dict(os.environ, RELEASE_KNOWLEDGE=str(default))
+    p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "random", "--n-trial", "3",
+                "--log", str(tmp_path / "a.jsonl"), *FAST, env=env)
+    assert p.returncode == 0, p.stderr
     # a baseline (AutoTVM's xgb) starts cold unless asked, says so, and still adds its records
     p = release("tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--plan-size", "4", "--n-trial", "1",
                 "--seed", "6", "--log", str(tmp_path / "c1.jsonl"), *FAST, env=env)

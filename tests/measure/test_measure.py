@@ -119,6 +119,7 @@ def test_bad_runner_arguments():
         measure_option(builder="nope")
 
 
+@pytest.mark.slow  # a CUDA task registers TVM's CUDA tensor intrinsics: 15-60 s of TVMScript parsing
 def test_local_cuda_without_gpu_is_a_clear_error():
     from release.task import create_task
 

@@ -89,5 +89,6 @@ def test_from_result_still_gives_a_stamped_copy(matmul_task):
     rec = Record.from_result(matmul_task, res, tuner="xgb")
     assert rec is not res and res.task == "" and res.tuner == ""
     assert (rec.task, rec.tuner, rec.flop) == (matmul_task.key, "xgb", matmul_task.flop)
+    assert rec.machine == matmul_task.machine and res.machine == ""  # the CPU model name, from the task
     assert dataclasses.replace(rec, task="", name="", target="", flop=0.0, tuner="", release_version="",
-                               revision="") == res
+                               revision="", machine="") == res
