@@ -326,7 +326,7 @@ def run(cfg: ModelBenchConfig, progress: bool = True) -> None:
                             shutil.copytree(cfg.knowledge, kb)
                     M.tune_model(tasks, n, path, tuner=name_t, scheduler=cfg.scheduler, measure_option=opt,
                                  seed=seed, progress=progress, callbacks=[WallClock(path + ".wall.jsonl", have)],
-                                 knowledge=kb)
+                                 knowledge=kb, defaults=False)  # the tuners' search alone: its curve
     finally:
         if opt is not None:
             opt["builder"].close()

@@ -298,7 +298,11 @@ def cmd_tune(args) -> int:
     if not args.no_progress:
         callbacks.append(progress_bar(total=args.n_trial))
     try:
+        from .measure.measurer import measure_missing_defaults
+
         tuner.tune(args.n_trial, option, early_stopping=args.early_stopping, callbacks=callbacks)
+        # then TVM's default schedule of the task (untuned), once per machine and log: the kernel to beat
+        measure_missing_defaults([task], option, callbacks[0])
     finally:  # the worker pools end with the command (also when it runs in a caller's process)
         option["builder"].close()
         option["runner"].close()
@@ -321,6 +325,7 @@ def cmd_tune(args) -> int:
           f"({wall:.1f} s wall: search {tuner.time_search:.1f} s, fit {tuner.time_fit:.1f} s, "
           f"measure {tuner.time_measure:.1f} s)")
     print(f"config   {json.dumps(space.describe(tuner.best_config))}")
+    _print_default(task, tuner, callbacks[0])
     ks = getattr(tuner, "cost_model", None) and getattr(tuner.cost_model, "knowledge", None)
     if ks is not None:  # what the transfer model was trained on (subsampled, unusable workloads skipped)
         print(f"knowledge used {len(ks)} records of {len(set(ks.workloads))} workloads ({ks.seconds:.1f} s to "
@@ -329,6 +334,25 @@ def cmd_tune(args) -> int:
     rc = 0 if args.no_check or task.target.kind.name != "llvm" else _check_best(task, log)
     _print_usage(args, task, log)
     return rc
+
+
+def _print_default(task, tuner, log) -> None:
+    """``release tune``'s line on TVM's default schedule of the task (measured once into the log):
+    how much faster the best tuned kernel is, or that it is slower (issue 38 item 3)."""
+    from .model import default_ms
+
+    ms = default_ms([task], log).get(task.key)
+    if ms is None:
+        if task.target.kind.name == "llvm":
+            print("default  TVM's default schedule did not run here (see the log's default record)")
+        return
+    best = tuner.best_cost * 1e3
+    if best <= ms:
+        print(f"default  {ms:.4f} ms with TVM's default schedule (untuned): the best tuned kernel is "
+              f"{ms / best:.2f}x faster")
+    else:
+        print(f"default  {ms:.4f} ms with TVM's default schedule (untuned) is FASTER than the best tuned kernel "
+              f"({best:.4f} ms, {best / ms:.2f}x slower): deploy the untuned kernel, or tune longer (--n-trial)")
 
 
 def _knowledge_for(args):
@@ -435,17 +459,23 @@ def _print_usage(args, task, log) -> None:
     print(f"         import tvm; from release import autotvm; task = autotvm.task.create({args.workload!r}, target={args.target!r}"
           f"{layout}{prepack}); db = autotvm.apply_history_best({log!r}).database([task])")
     print("         sch = tvm.s_tir.meta_schedule.tir_integration.compile_tir(db, task.mod, task.target); "
-          "lib = tvm.compile(sch.mod, target=task.target)")
+          "lib = tvm.compile(task.mod if sch is None else sch.mod, target=task.target)  # None: the log keeps TVM's "
+          "default schedule, measured faster")
 
 
 def _check_best(task, log) -> int:
-    """Compile the best record through a MetaSchedule database (TVM's compile_tir) and compare."""
+    """Compile the best tuned record through a MetaSchedule database (TVM's compile_tir) and compare
+    (the tuned kernel, also where the log keeps TVM's default schedule as the faster one)."""
     import tvm
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
     from tvm.s_tir.meta_schedule.tir_integration import compile_tir
 
-    from .measure import apply_history_best
+    from .measure import add_to_database, apply_history_best
 
-    db = apply_history_best(log).database([task])
+    db = MemoryDatabase()
+    best = apply_history_best(log).best(task)
+    if best is not None:
+        add_to_database(db, [best], task)
     sch = compile_tir(db, task.mod, task.target)
     if sch is None:
         print("check    no record in the database to compile", file=sys.stderr)
@@ -572,15 +602,21 @@ def cmd_tune_model(args) -> int:
                  ("read by each Ray worker, " if warm else "") + "this run's records are not added (--ray)"))
     from .knowledge.use import log_to_knowledge
 
+    print("default  TVM's default schedule of each task is measured once (not a trial) and kept where it beats the "
+          "best tuned kernel", flush=True)
     if args.ray:
         if warm:
             kwargs["knowledge"] = kdir
         from .distributed.ray_tune import measure_args_from_cli, tune_model_ray
 
+        from .measure.measurer import measure_missing_defaults
+
+        measure_missing_defaults(tasks, option, log)  # here, on the driver's machine: the one compiling
         option["builder"].close()
         res = tune_model_ray(tasks, args.n_trial, log, tuner=args.tuner, measure_args=measure_args_from_cli(args),
                              address=args.ray, split=args.split, seed=args.seed, num_cpus=args.ray_cpus,
                              progress=not args.no_progress, scheduler=args.scheduler, tuner_kwargs=kwargs)
+        res.default_ms = M.default_ms(tasks, log)
     else:
         res = M.tune_model(tasks, args.n_trial, log, tuner=args.tuner, scheduler=args.scheduler,
                            measure_option=option, seed=args.seed, progress=not args.no_progress, tuner_kwargs=kwargs,
@@ -589,10 +625,17 @@ def cmd_tune_model(args) -> int:
         option["builder"].close()
     # tasks in tuning order (largest share of the end-to-end latency first); "latency %" = weight x measured
     # best latency over the sum (tasks without a measurement estimated from their FLOPs: model.latency_shares)
-    print(f"{'task':<48} {'weight':>6} {'FLOP %':>6} {'latency %':>9} {'trials':>6} {'best ms':>9} {'GFLOPS':>8}")
+    # "default ms": TVM's default schedule of the task (untuned), measured once as a candidate
+    print(f"{'task':<48} {'weight':>6} {'FLOP %':>6} {'latency %':>9} {'trials':>6} {'best ms':>9} {'GFLOPS':>8} "
+          f"{'default ms':>10}")
     for row in res.table():
         print(f"{row['task'][:48]:<48} {row['weight']:>6} {100 * row['flop_share']:>6.1f} "
-              f"{100 * row['latency_share']:>9.1f} {row['trials']:>6} {row['best_ms']:>9.4f} {row['gflops']:>8.2f}")
+              f"{100 * row['latency_share']:>9.1f} {row['trials']:>6} {row['best_ms']:>9.4f} {row['gflops']:>8.2f} "
+              f"{row['default_ms']:>10.4f}")
+    lost = res.lost_to_default()
+    if lost:
+        print(f"default  {_n(len(lost), 'task')} of {len(tasks)} keep TVM's default schedule, faster than their best "
+              f"tuned kernel: {', '.join(lost[:6])}{' ...' if len(lost) > 6 else ''}")
     untuned = sum(1 for row in res.table() if row["trials"] == 0)
     if untuned:
         print(f"budget   {untuned} of {len(tasks)} tasks got no trial (TVM's default schedule); "
@@ -605,7 +648,6 @@ def cmd_tune_model(args) -> int:
         print(f"note     {note}")
     ex = M.compile_model(model, target, db, progress=not args.no_progress, layout=args.layout)
     lib = os.path.splitext(log)[0] + ".so"
-    ex.export_library(lib)
     # the final timings and comparisons at the priority RELEASE_TIMING_PRIORITY asks for (the run
     # workers time at it already; on a shared machine TVM's pool stalls at normal priority)
     timing_priority()
@@ -615,7 +657,22 @@ def cmd_tune_model(args) -> int:
           f"repeats; median {tuned['latency_ms']:.3f}) (ReLeASE {args.tuner}, {args.n_trial} trials, "
           f"{res.wall_s:.0f} s tuning); output matches the reference (max abs error {tuned['max_abs_err']:.1e})")
     prog = not args.no_progress
-    steps = [c for c in ("untuned", "ms", "torch") if c in compare]
+    # the untuned build, timed even when not asked for (fewer runs then): the tuned build is exported
+    # only if it is not slower (issue 38); with --compare untuned its line is the comparison's
+    un = M.evaluate(model, M.compile_model(model, target, progress=prog), check=False, threads=threads,
+                    max_seconds=30.0 if "untuned" in compare else 10.0)
+    print(f"untuned  {un['fastest_ms']:.3f} ms on {un['threads']} threads (fastest of repeats; median "
+          f"{un['latency_ms']:.3f}; TVM default schedules)", flush=True)
+    keep, why = tuned_or_untuned(tuned, un)
+    if keep == "untuned":
+        ex = M.compile_model(model, target, progress=False)
+        print(f"verdict  {why}: the untuned build is exported instead"
+              + (f"; tasks whose tuned kernel lost to TVM's default: {', '.join(lost[:6])}" if lost else "")
+              + f"; more trials (--n-trial) may find faster kernels", flush=True)
+    else:
+        print(f"verdict  {why}", flush=True)
+    ex.export_library(lib)
+    steps = [c for c in ("ms", "torch") if c in compare]
     if steps:  # the comparisons: a bar over them (elapsed, estimated time left), and each long one its own
         print(f"compare  {', '.join(steps)}" + (f" (ms: MetaSchedule tunes {args.n_trial} trials, as long as the "
                                               f"tuning above took, {res.wall_s:.0f} s, or longer)"
@@ -625,12 +682,6 @@ def cmd_tune_model(args) -> int:
         from .progress import progress as make_progress  # a bar on a terminal, plain lines elsewhere
 
         bar = make_progress(len(steps), desc="compare", unit="step", every_n=1)
-    if "untuned" in compare:
-        un = M.evaluate(model, M.compile_model(model, target, progress=prog), check=False, threads=threads)
-        print(f"untuned  {un['fastest_ms']:.3f} ms on {un['threads']} threads (fastest of repeats; TVM default "
-              "schedules)", flush=True)
-        if bar is not None:
-            bar.update(1)
     if "ms" in compare:
         import tempfile
 
@@ -661,6 +712,26 @@ def cmd_tune_model(args) -> int:
           f"vm = relax.VirtualMachine(tvm.runtime.load_module({lib!r}), tvm.cpu()); out = vm['main'](*inputs)")
     print(f"         the log {log} resumes with the same command")
     return 0
+
+
+def tuned_or_untuned(tuned: dict, untuned: dict) -> tuple[str, str]:
+    """Which build ``tune-model`` exports: ``("tuned" | "untuned", why)``.
+
+    ``tuned`` and ``untuned`` are :func:`release.model.evaluate` results of the two builds, timed in
+    one invocation on the same threads. The untuned build wins only when it is faster both in the
+    fastest and in the median of its repeats (a single timing decides nothing: within the noise of
+    repeated timings the tuned build is kept).
+    """
+    t_fast, t_med = tuned["fastest_ms"], tuned["latency_ms"]
+    u_fast, u_med = untuned["fastest_ms"], untuned["latency_ms"]
+    if u_fast < t_fast and u_med < t_med:
+        return "untuned", (f"the tuned build is slower than the untuned one ({t_fast:.3f} vs {u_fast:.3f} ms fastest, "
+                           f"{t_med:.3f} vs {u_med:.3f} ms median)")
+    ratio = u_fast / t_fast if t_fast > 0 else float("inf")
+    if ratio >= 1.0:
+        return "tuned", f"the tuned build is {ratio:.2f}x faster than the untuned one (fastest of repeats); it is exported"
+    return "tuned", (f"the tuned build is {1 / ratio:.2f}x slower than the untuned one in the fastest of repeats but not "
+                     "in the median (within the timing noise); it is exported")
 
 
 def _trials_arg(text: str):

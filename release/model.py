@@ -598,10 +598,14 @@ class TuneModelResult:
     tasks: list
     tuners: dict = field(default_factory=dict)
     wall_s: float = 0.0
+    #: task key -> milliseconds of TVM's default schedule on this machine (``Record.default``;
+    #: absent where it was not measured or did not run)
+    default_ms: dict = field(default_factory=dict)
 
     def table(self) -> list[dict]:
         """One row per task, in tuning order: ``task``, ``weight``, ``gflop``, ``flop_share`` and
-        ``latency_share`` (fractions, :func:`latency_shares`), ``trials``, ``best_ms``, ``gflops``."""
+        ``latency_share`` (fractions, :func:`latency_shares`), ``trials``, ``best_ms``, ``gflops``,
+        ``default_ms`` (TVM's default schedule, NaN where not measured)."""
         rows = []
         flop_share = latency_shares(self.tasks)
         lat_share = latency_shares(self.tasks, self.tuners)
@@ -610,8 +614,15 @@ class TuneModelResult:
             rows.append(dict(task=t.name, weight=t.weight, gflop=t.flop / 1e9, flop_share=float(fs),
                              latency_share=float(ls), trials=tu.trials if tu else 0,
                              best_ms=(tu.best_cost * 1e3 if tu and tu.best_config else float("nan")),
-                             gflops=(tu.best_gflops if tu else 0.0)))
+                             gflops=(tu.best_gflops if tu else 0.0),
+                             default_ms=self.default_ms.get(t.key, float("nan"))))
         return rows
+
+    def lost_to_default(self) -> list[str]:
+        """Names of the tasks that were tuned (a trial or more) and whose best tuned kernel is slower
+        than TVM's default schedule, or never ran: they keep the default in the compiled model."""
+        return [r["task"] for r in self.table()
+                if r["trials"] and r["default_ms"] == r["default_ms"] and not r["best_ms"] <= r["default_ms"]]
 
 
 def default_chunk(n_parallel: int) -> int:
@@ -623,7 +634,7 @@ def default_chunk(n_parallel: int) -> int:
 def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", scheduler: str = "gradient",
                measure_option: dict | None = None, chunk: int | None = None, seed: int = 0,
                progress: bool = True, tuner_kwargs: dict | None = None,
-               callbacks: list | None = None, knowledge=None) -> TuneModelResult:
+               callbacks: list | None = None, knowledge=None, defaults: bool = True) -> TuneModelResult:
     """Tune ``tasks`` with a total budget of ``n_trial`` measurements, resumable from ``log``.
 
     Parameters
@@ -654,6 +665,12 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
         tuned before it, and a later model from this one. Default None: cold, nothing written
         (AutoTVM's behaviour; the CLI's ``tune-model`` uses the default base unless
         ``--no-knowledge``).
+    defaults : bool
+        Measure each task's default schedule (TVM's untuned kernel) once, before tuning, as the
+        candidate every tuned config must beat (:func:`release.measure.measurer.measure_defaults`);
+        recorded in the log (``Record.default``), never re-measured on resume, not counted in
+        ``n_trial``. Applying the log keeps the default where it is faster
+        (:class:`release.measure.records.ApplyHistoryBest`). Default True.
 
     Notes
     -----
@@ -671,6 +688,7 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     from .errors import TunerError
     from .measure import Measurer
     from .measure import measure_option as make_option
+    from .measure.measurer import measure_missing_defaults
     from .measure.records import log_to_file
     from .scheduler import make_scheduler
     from .tuners import get_tuner
@@ -694,6 +712,8 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
         if tuner in MODEL_BASED:
             kwargs["knowledge"] = base  # one object: read once, then kept current by the callback below
         extra.append(log_to_knowledge(base))
+    if defaults:  # the untuned kernel of each task, once per machine (a resumed run has it in the log)
+        measure_missing_defaults(tasks, opt, logcb)
     tuners = {t.key: get_tuner(tuner, t, seed=seed, **kwargs) for t in tasks}
     for t in tasks:  # resume every task's session from the records read above
         tuners[t.key].load_history(logcb.records(t))
@@ -738,7 +758,21 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
         if own:
             opt["builder"].close()
             opt["runner"].close()
-    return TuneModelResult(tasks, tuners, time.time() - t0)
+    return TuneModelResult(tasks, tuners, time.time() - t0, default_ms=default_ms(tasks, logcb))
+
+
+def default_ms(tasks: list, log) -> dict:
+    """Task key -> milliseconds of the fastest successful default-schedule record of this machine
+    (``Record.default``) in ``log`` (a :class:`release.measure.records.log_to_file` or a path)."""
+    from .measure.records import log_to_file
+
+    log = log if isinstance(log, log_to_file) else log_to_file(log)
+    out = {}
+    for t in tasks:
+        here = [r.mean_cost for r in log.defaults(t) if r.ok and t.tier(r) == "machine"]
+        if here:
+            out[t.key] = min(here) * 1e3
+    return out
 
 
 class _TrialProgress(Callback):

@@ -26,9 +26,10 @@ def release(*args, timeout=600):
                           timeout=timeout)
 
 
-def lines(path):
+def lines(path, defaults=False):
+    """The log's records: the tuned configs, or (``defaults``) the records of TVM's default schedule."""
     with open(path) as f:
-        return [json.loads(l) for l in f if l.strip()]
+        return [r for r in (json.loads(l) for l in f if l.strip()) if bool(r.get("default")) == defaults]
 
 
 def assert_one_line_error(proc, *fragments):
@@ -67,6 +68,24 @@ def _tune_and_check(tmp_path, workload, n):
     assert f"kernels timed on {host_cores()} threads" in p.stdout
     assert {r["threads"] for r in recs if r["costs"]} == {host_cores()}
     assert f"log      {log}" in p.stdout and "apply_history_best" in p.stdout
+    _check_default_line(p.stdout, log)
+
+
+def _check_default_line(out: str, log) -> None:
+    """``release tune`` measured TVM's default schedule once (one ``default`` record: no config, no
+    trace) and its ``default`` line says which is faster, as the printed timings say (issue 38 item 3)."""
+    import re
+
+    (dflt,) = lines(log, defaults=True)
+    assert dflt["config"] == [] and dflt["trace"] is None and dflt["costs"], dflt
+    best = float(re.search(r"^best +([0-9.]+) ms", out, re.M).group(1))
+    line = next(ln for ln in out.splitlines() if ln.startswith("default  "))
+    ms = float(re.search(r"default +([0-9.]+) ms", line).group(1))
+    assert abs(ms - 1e3 * sum(dflt["costs"]) / len(dflt["costs"])) < 1e-3, (line, dflt["costs"])
+    if ms > best:
+        assert "the best tuned kernel is" in line and "x faster" in line, line
+    elif ms < best:
+        assert "FASTER than the best tuned kernel" in line, line
 
 
 # `release tune` that writes 4 records and then waits (before writing a 5th) to be killed: the kill comes
@@ -253,7 +272,7 @@ def test_log_cut_mid_line_loses_no_record_across_two_resumes(tmp_path):
     assert p.returncode == 0, p.stderr
     text = log.read_text()
     full = text.splitlines()
-    assert len(full) == 4
+    assert len(full) == 5 and json.loads(full[4])["default"]  # 4 configs, then TVM's default schedule
     log.write_text(text + full[2][: len(full[2]) // 2])  # half of line 3 appended, no newline
     p = release(*base, "--n-trial", "6")
     assert p.returncode == 0, p.stderr
@@ -262,8 +281,10 @@ def test_log_cut_mid_line_loses_no_record_across_two_resumes(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "resuming 6 records" in p.stdout  # the first record written after the cut line was kept
     raw = log.read_text().splitlines()
-    assert raw[4] == full[2][: len(full[2]) // 2]  # the cut line is left in the file, on its own line
-    recs = [json.loads(l) for i, l in enumerate(raw) if i != 4]
+    assert raw[5] == full[2][: len(full[2]) // 2]  # the cut line is left in the file, on its own line
+    recs = [json.loads(l) for i, l in enumerate(raw) if i != 5]
+    assert sum(bool(r["default"]) for r in recs) == 1  # measured once, not again on resume
+    recs = [r for r in recs if not r["default"]]
     assert len(recs) == 7
     assert len({tuple(r["config"]) for r in recs}) == 7
 

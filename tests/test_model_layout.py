@@ -94,7 +94,7 @@ def test_blocked_model_tasks_tuned_compiled_and_equal_to_pytorch(blocks, fast_me
 
     log = str(tmp_path / "blocked.jsonl")
     M.tune_model(tasks, 4 * len(tasks), log, tuner="random", scheduler="round-robin", measure_option=fast_measure,
-                 chunk=4, progress=False)
+                 chunk=4, progress=False, defaults=False)  # no default candidate: every task keeps a tuned record
     db = apply_history_best(log).database(tasks)
     blocked = [f for gv, f in prepared.functions.items()
                if isinstance(f, tirx.PrimFunc) and "conv2d_NCHWc" in gv.name_hint]

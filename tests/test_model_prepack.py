@@ -25,7 +25,8 @@ def test_prepacked_model_tuned_compiled_and_matches_pytorch(tmp_path, fast_measu
     tasks = M.extract_tasks(m, "llvm")  # CPU target, constant weights: pre-packed by default
     assert tasks and any(t.layout_free for t in tasks)
     log = str(tmp_path / "m.jsonl")
-    M.tune_model(tasks, 4 * len(tasks), log, tuner="random", measure_option=fast_measure, progress=False)
+    M.tune_model(tasks, 4 * len(tasks), log, tuner="random", measure_option=fast_measure, progress=False,
+                 defaults=False)  # every task keeps its tuned, pre-packed kernel
     db = apply_history_best(log).database(tasks)
     ex = M.compile_model(m, "llvm", db)
     res = M.evaluate(m, ex, number=1, repeat=1)  # raises if the output differs from PyTorch's

@@ -247,5 +247,5 @@ def apply_history_best(logs) -> ApplyHistoryBest:
     for p in paths:
         if not os.path.exists(p):
             raise RecordError(f"log {p} does not exist")
-        recs.extend(_records.load_records(p))
+        recs.extend(_records.load_records(p, defaults=True))
     return ApplyHistoryBest(recs)

@@ -11,7 +11,7 @@
 
 from ._pool import STARTUP_TIMEOUT, set_job_timeout, without_sigint  # noqa: F401
 from .builder import Builder, LocalBuilder, MetaScheduleBuilder  # noqa: F401
-from .measurer import Measurer, measure_option  # noqa: F401
+from .measurer import Measurer, measure_defaults, measure_option  # noqa: F401
 from .result import BuildResult, ErrorKind, MeasureResult, RunResult  # noqa: F401
 from .runner import (LocalRunner, MetaScheduleRunner, RetryingRPCRunner, RPCRunner, Runner,  # noqa: F401
                      _evaluator, _runner_result, check_tracker, lost_device, make_rpc_runner)

@@ -221,3 +221,73 @@ class Measurer:
     def close(self) -> None:
         self.builder.close()
         self.runner.close()
+
+
+def measure_defaults(tasks: Sequence, option: dict, on_result=None) -> list[MeasureResult]:
+    """Measure TVM's default schedule of each of ``tasks`` once: its program as extracted, unscheduled,
+    lowered as the untuned build lowers it (for a CPU: one thread, the loops as written).
+
+    The candidate a tuned kernel must beat (a tuned model is never slower than the untuned one):
+    built in one parallel batch by ``option``'s builder, run by its runner like any config, each
+    result a ``MeasureResult`` with ``default=True``, ``config=()`` and no trace. Build or run
+    failures come back as such (``error_kind``); a default that does not run simply does not compete.
+    MetaSchedule's ``tune_relax`` has no such candidate; AutoTVM's ``FallbackContext`` is the
+    schedule it competes with.
+
+    Parameters
+    ----------
+    tasks : list of release.task.Task
+    option : dict
+        From :func:`measure_option` (its builder and runner are used, not closed).
+    on_result : callable, optional
+        ``on_result(result)`` for each result as soon as it completes (a log callback).
+
+    Returns
+    -------
+    list of MeasureResult
+        One per task, in order, stamped for its task.
+    """
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    builder, runner = option["builder"], option["runner"]
+    by_target: dict = {}
+    for i, t in enumerate(tasks):
+        by_target.setdefault(t.target_json, []).append(i)
+    results = [MeasureResult(default=True).stamp(t) for t in tasks]
+    for target_json, idx in by_target.items():
+        mods = [tasks[i].mod for i in idx]
+        t0 = time.perf_counter()
+        built = builder.build(mods, target_json)
+        for i, (path, secs, kind, msg) in zip(idx, built):
+            r = results[i]
+            r.build_s = secs
+            if kind:
+                r.error_kind, r.error_msg = kind, msg
+            else:
+                args = ArgInfo.from_entry_func(tasks[i].mod, remove_preproc=True)
+                costs, rsecs, kind, msg = runner.run([(path, args)], tasks[i].target)[0]
+                r.costs, r.run_s, r.error_kind, r.error_msg = costs, rsecs, kind, msg
+                r.threads = runner.threads
+                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+            r.timestamp = time.time()
+            r.measure_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            if on_result is not None:
+                on_result(r)
+    return results
+
+
+def measure_missing_defaults(tasks: list, option: dict, log) -> int:
+    """Measure TVM's default schedule of each of ``tasks`` that ``log`` (a path or a
+    :class:`release.measure.records.log_to_file`) has no default record of on this machine
+    (:func:`release.measure.measurer.measure_defaults`), appending each result to the log as it
+    completes. CPU (``llvm``) tasks only: on a GPU the unscheduled program is not a kernel TVM
+    builds (it has no thread binding). Returns how many were measured."""
+    from .records import log_to_file
+
+    log = log if isinstance(log, log_to_file) else log_to_file(log)
+    todo = [t for t in tasks if t.target.kind.name == "llvm"
+            and not any(t.tier(r) == "machine" for r in log.defaults(t))]
+    if todo:
+        measure_defaults(todo, option, on_result=lambda r: log.append([r]))
+    return len(todo)

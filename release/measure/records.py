@@ -67,7 +67,7 @@ def check_log_path(path) -> None:
 _RECORD_PREFIX = '{"task":'
 
 
-def load_records(path: str | os.PathLike, task=None) -> list[Record]:
+def load_records(path: str | os.PathLike, task=None, defaults: bool = False) -> list[Record]:
     """Read a log; corrupt lines are skipped with one warning (the file is never modified).
 
     Parameters
@@ -77,6 +77,10 @@ def load_records(path: str | os.PathLike, task=None) -> list[Record]:
     task : Task or str, optional
         Keep only records of this task: a :class:`Task` (its program on any machine of its ISA
         class, older logs' keys migrated: :meth:`release.task.Task.owns`) or a key.
+    defaults : bool
+        Also the records of TVM's default schedules (``Record.default``: measured once per task
+        beside the tuned configs, not a config of the knob space). Default False: a tuner resuming
+        from the log, a cost model or a benchmark sees only the configs it can propose.
 
     Returns
     -------
@@ -109,6 +113,8 @@ def load_records(path: str | os.PathLike, task=None) -> list[Record]:
                 n_fragments += line.lstrip().startswith(_RECORD_PREFIX)
                 continue
             n_records += 1
+            if rec.default and not defaults:
+                continue
             if key is None or rec.task == key or (owns is not None and owns(rec)):
                 out.append(rec)
     if bad and not n_records and not n_fragments:
@@ -164,7 +170,7 @@ class log_to_file(Callback):
                               "give a path in a writable folder") from err
         # read once: refuses a file that is not a tuning log before anything is appended, and is
         # kept (with every record this callback appends) so resuming never re-reads the file
-        self._records = load_records(self.path)
+        self._records = load_records(self.path, defaults=True)
 
     @property
     def log_path(self) -> str:
@@ -174,7 +180,15 @@ class log_to_file(Callback):
     def records(self, task) -> list[Record]:
         """Records of ``task`` (a Task: :meth:`release.task.Task.owns`, any machine of its ISA class;
         or its key) in the file when this callback was made, plus those it appended since; the
-        file is not read again."""
+        file is not read again. TVM's default-schedule records (``Record.default``) are not among
+        them: :meth:`defaults` gives those."""
+        return [r for r in self._all(task) if not r.default]
+
+    def defaults(self, task) -> list[Record]:
+        """The records of ``task``'s default schedule (``Record.default``) in the file or appended since."""
+        return [r for r in self._all(task) if r.default]
+
+    def _all(self, task) -> list[Record]:
         if hasattr(task, "owns"):
             return [r for r in self._records if task.owns(r)]
         return [r for r in self._records if r.task == task]
@@ -185,11 +199,16 @@ class log_to_file(Callback):
 
     def on_result(self, tuner, inputs, results) -> None:
         """Append each result's record and flush it (``os.fsync`` unless ``fsync=False``)."""
+        for res in results:
+            res.stamp(tuner.task, tuner.name)  # the result is the record
+        self.append(results)
+
+    def append(self, records: Iterable[Record]) -> None:
+        """Append stamped records (one line each), flushed and (``fsync``) synced one by one."""
         with open(self.path, "a", encoding="utf-8") as f:
             if _ends_mid_line(self.path):  # a crash cut the last line: start a new one, lose no record
                 f.write("\n")
-            for res in results:
-                res.stamp(tuner.task, tuner.name)  # the result is the record
+            for res in records:
                 f.write(res.to_json() + "\n")
                 self._records.append(res)
                 f.flush()
@@ -212,8 +231,9 @@ def _ends_mid_line(path: str) -> bool:
 
 def best_records(records: Iterable[Record]) -> dict[str, Record]:
     """The fastest successful record per task key, skipping configs that also have a
-    ``wrong_output`` record (their output failed the reference check, issue 19 item 18)."""
-    records = list(records)
+    ``wrong_output`` record (their output failed the reference check, issue 19 item 18) and the
+    records of TVM's default schedules (``Record.default``: no config to apply)."""
+    records = [r for r in records if not r.default]
     wrong = {(r.task, tuple(r.config)) for r in records if r.error_kind == ErrorKind.WRONG_OUTPUT}
     best: dict[str, Record] = {}
     for r in records:
@@ -275,6 +295,11 @@ class ApplyHistoryBest:
     Use ``best(task)`` for the best :class:`Record`, ``database(tasks)`` for a MetaSchedule
     database holding each task's best record (for ``compile_tir`` / ``compile_relax``), or
     ``with apply_history_best(log).database(tasks):`` around TVM's Relax build.
+
+    A task whose default schedule (TVM's untuned kernel, a ``Record.default`` of the logs) was
+    measured faster on this machine than its best tuned record of this machine gets no record in
+    the database, so the build keeps that default kernel (:meth:`keeps_default`): tuning never
+    puts a slower kernel into a model than it would have had untuned.
     """
 
     def __init__(self, records: list[Record]):
@@ -283,6 +308,7 @@ class ApplyHistoryBest:
         self.matched: list = []
         self.elsewhere: list = []
         self.unmatched: list = []
+        self.defaulted: list = []
 
     def best(self, task) -> Record | None:
         """Best successful record of ``task``, or None.
@@ -302,12 +328,35 @@ class ApplyHistoryBest:
         got = best_records(here).get(task.key) if here else None
         return got if got is not None else best_records(mine).get(task.key)
 
+    def default_record(self, task) -> Record | None:
+        """The fastest successful record of ``task``'s default schedule timed on this machine
+        (``Record.default``, :meth:`release.task.Task.tier` ``"machine"``), or None."""
+        if not hasattr(task, "owns"):
+            return None
+        here = [r for r in self.records if r.default and r.ok and task.owns(r) and task.tier(r) == "machine"]
+        return min(here, key=lambda r: r.mean_cost) if here else None
+
+    def keeps_default(self, task) -> bool:
+        """Whether ``task`` should keep TVM's default schedule: its default record of this machine
+        is faster than its best tuned record, or it has a default record and no tuned one. A best
+        tuned record timed on another machine is not compared (timings of two machines): the tuned
+        schedule is kept."""
+        dflt = self.default_record(task)
+        if dflt is None:
+            return False
+        best = self.best(task)
+        if best is None:
+            return True
+        return task.tier(best) == "machine" and dflt.mean_cost < best.mean_cost
+
     def database(self, tasks) -> object:
         """A MetaSchedule ``MemoryDatabase`` with the best record of each of ``tasks``.
 
         After the call, :attr:`matched` lists the tasks that got a record, :attr:`elsewhere` those
         whose record was measured on another machine of their ISA class (:meth:`release.task.Task.tier`),
-        :attr:`unmatched` those that got none (they build with TVM's default schedules);
+        :attr:`defaulted` those whose default schedule was faster than their best tuned record
+        (:meth:`keeps_default`: no record, TVM's default kernel), :attr:`unmatched` those that got
+        no record at all (they build with TVM's default schedules);
         :meth:`report` says it in one line. A log that matches none of ``tasks`` logs a warning
         naming what it holds (never a silent default build); schedules tuned elsewhere, one
         warning line (:meth:`report`).
@@ -315,8 +364,11 @@ class ApplyHistoryBest:
         from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
         db = MemoryDatabase()
-        self.matched, self.elsewhere, self.unmatched = [], [], []
+        self.matched, self.elsewhere, self.unmatched, self.defaulted = [], [], [], []
         for t in tasks:
+            if self.keeps_default(t):
+                self.defaulted.append(t)
+                continue
             rec = self.best(t)
             if rec is None:
                 self.unmatched.append(t)
@@ -325,7 +377,7 @@ class ApplyHistoryBest:
             self.matched.append(t)
             if t.tier(rec) != "machine":
                 self.elsewhere.append(t)
-        if self.records and tasks and not self.matched:
+        if self.records and tasks and not self.matched and not self.defaulted:
             from ..target import isa_class
 
             held = sorted({f"{r.name} on {isa_class(r.target)}" for r in self.records if r.ok})
@@ -339,10 +391,15 @@ class ApplyHistoryBest:
 
     def report(self, retune: str = "") -> str:
         """One line on the last :meth:`database`: tasks matched, tasks whose schedules were tuned on
-        another machine (with ``retune``, the command that re-tunes them here), tasks matched by
-        nothing. "" when every task matched records of this machine."""
-        n = len(self.matched) + len(self.unmatched)
+        another machine (with ``retune``, the command that re-tunes them here), tasks that keep TVM's
+        default schedule (faster than their best tuned kernel), tasks matched by nothing. "" when
+        every task matched records of this machine."""
+        n = len(self.matched) + len(self.unmatched) + len(self.defaulted)
         parts = []
+        if self.defaulted:
+            names = [t.name for t in self.defaulted]
+            parts.append(f"{len(self.defaulted)} of {n} tasks keep TVM's default schedule, measured faster here than "
+                         f"their best tuned kernel ({', '.join(names[:4])}{' ...' if len(names) > 4 else ''})")
         if self.elsewhere:
             machines = sorted({_machine_label(self.best(t)) for t in self.elsewhere})
             parts.append(f"{len(self.elsewhere)} of {n} tasks use schedules tuned on another machine of the same ISA "
@@ -376,5 +433,5 @@ def apply_history_best(logs) -> ApplyHistoryBest:
     for p in paths:
         if not os.path.exists(p):
             raise RecordError(f"log {p} does not exist")
-        recs.extend(load_records(p))
+        recs.extend(load_records(p, defaults=True))
     return ApplyHistoryBest(recs)

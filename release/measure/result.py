@@ -150,6 +150,14 @@ class MeasureResult:
         its first repeat was over ``early_termination`` times the task's best mean so far, so ``costs``
         holds that one repeat instead of ``repeat``. Its ``mean_cost`` is a valid cost (an upper
         bound on its speed), never a best. False in logs written before the field existed.
+    default : bool
+        The kernel measured is TVM's default schedule of the task's program (the unscheduled
+        function as the untuned build lowers it: ``config`` is ``()``, ``trace`` None), measured
+        once per task and machine as a candidate beside the tuned configs
+        (:func:`release.measure.measurer.measure_defaults`). Never a config of the knob space:
+        :func:`release.measure.records.load_records` leaves it out unless asked, tuners, cost
+        models and knowledge bases never see it; :class:`release.measure.records.ApplyHistoryBest`
+        keeps the default schedule where it is faster than the best tuned record of the same machine.
     machine : str
         CPU model name of the machine that timed it (``/proc/cpuinfo``'s ``model name``) when the
         target was this host's CPU, else "" (remote devices, GPUs, older logs); with the target's
@@ -182,6 +190,7 @@ class MeasureResult:
     threads: int = 0
     layout_rewrite: bool = False
     cut_short: bool = False
+    default: bool = False
     machine: str = ""
     release_version: str = ""
     revision: str = ""
