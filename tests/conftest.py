@@ -132,3 +132,21 @@ def release_here(capsys, *args, env=None):
     out = capsys.readouterr()
     return Result(rc, out.out, out.err)
 
+
+
+@pytest.fixture(scope="session")
+def tiny_cnn_run(tmp_path_factory):
+    """One run of the documented whole-model command on a model of tiny operators, shared by the tests that
+    read its output: ``release tune-model --model tiny-cnn`` (its default layout, NCHWc on a CPU), 16 random
+    trials, compared with the untuned build and PyTorch, progress on and stderr a pipe (a log file, CI).
+    Returns ``(log path, subprocess.CompletedProcess)``; the run must have succeeded."""
+    import subprocess
+    import sys
+
+    log = tmp_path_factory.mktemp("tiny-cnn-run") / "m.jsonl"
+    p = subprocess.run([sys.executable, "-m", "release.cli", "tune-model", "--model", "tiny-cnn", "--tuner", "random",
+                        "--n-trial", "16", "--compare", "untuned,torch", "--log", str(log),
+                        "--number", "1", "--repeat", "3", "--min-repeat-ms", "0"],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    return log, p

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,17 +19,13 @@ from release.measure import apply_history_best, load_records
 
 
 @pytest.fixture(scope="module")
-def tuned_tiny(tmp_path_factory):
-    """The documented command on a model of tiny operators with a handful of trials: ``release tune-model
-    --model tiny-cnn`` (NCHWc: a blocked conv2d task and a dense one), 8 random trials; its tasks, log and output."""
+def tuned_tiny(tiny_cnn_run):
+    """The documented command on a model of tiny operators with a handful of trials (conftest's
+    ``tiny_cnn_run``: ``release tune-model --model tiny-cnn``, NCHWc, 16 random trials); its model, tasks,
+    log and output."""
     from release.target import resolve_target
 
-    tmp = tmp_path_factory.mktemp("dflt")
-    log = tmp / "tiny.jsonl"
-    p = subprocess.run([sys.executable, "-m", "release.cli", "tune-model", "--model", "tiny-cnn", "--tuner", "random",
-                        "--n-trial", "8", "--log", str(log), "--compare", "", "--number", "1", "--repeat", "3",
-                        "--min-repeat-ms", "0", "--no-progress"], capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0, p.stdout + p.stderr
+    log, p = tiny_cnn_run
     target = resolve_target("llvm")
     model = M.load_model("tiny-cnn")
     tasks = M.extract_tasks(model, target, layout="NCHWc")
@@ -46,7 +40,7 @@ def test_each_task_default_is_measured_once_marked_and_never_a_trial(tuned_tiny,
     assert all(r["config"] == [] and r["trace"] is None for r in dflt)
     assert all(r["config"] for r in rows if not r["default"])
     # readers that tune or learn never see them; apply_history_best does
-    assert len(load_records(log)) == 8 == len(rows) - len(tasks)
+    assert len(load_records(log)) == 16 == len(rows) - len(tasks)
     assert len(load_records(log, defaults=True)) == len(rows)
     ok = {r["task"]: 1e3 * np.mean(r["costs"]) for r in dflt if r["costs"] and not r["error_kind"]}
     assert M.default_ms(tasks, str(log)) == pytest.approx(ok)  # milliseconds, as the table prints them
@@ -54,11 +48,11 @@ def test_each_task_default_is_measured_once_marked_and_never_a_trial(tuned_tiny,
         row = next(ln for ln in out.splitlines() if ln.startswith(t.name[:48]))
         assert float(row.split()[-1]) == pytest.approx(ok[t.key], abs=1e-4), row
     # a resumed run neither re-measures a default nor counts one as a trial
-    again = M.tune_model(tasks, 9, str(log), tuner="random", scheduler="round-robin", measure_option=fast_measure,
+    again = M.tune_model(tasks, 17, str(log), tuner="random", scheduler="round-robin", measure_option=fast_measure,
                          chunk=1, progress=False)
     rows2 = [json.loads(line) for line in log.read_text().splitlines()]
     assert sum(r["default"] for r in rows2) == len(tasks) and len(rows2) == len(rows) + 1
-    assert sum(r["trials"] for r in again.table()) == 9 and again.default_ms == pytest.approx(ok)
+    assert sum(r["trials"] for r in again.table()) == 17 and again.default_ms == pytest.approx(ok)
 
 
 def _with_default_cost(log, out, seconds: float, machine: str | None = None):

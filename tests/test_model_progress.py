@@ -2,8 +2,6 @@
 in every long phase, tasks ordered by their share of the end-to-end latency."""
 
 import re
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -34,15 +32,12 @@ def test_latency_share_uses_measured_latency_and_estimates_the_rest():
     assert shares.argmax() == 1  # the slow kernel now costs the model most, not the FLOP-heaviest task
 
 
-def test_tune_model_prints_progress_and_time_left_in_every_phase(tmp_path):
-    """`release tune-model` on tiny-cnn with progress on and stderr a pipe (a log file, CI): plain progress
-    lines (done/total, elapsed and the time left) for extraction, tuning, the compile and the comparisons;
-    the table has the latency share, and the tasks come in the order of that share."""
-    p = subprocess.run([sys.executable, "-m", "release.cli", "tune-model", "--model", "tiny-cnn", "--tuner", "random",
-                        "--n-trial", "16", "--compare", "untuned,torch", "--log", str(tmp_path / "m.jsonl"),
-                        "--number", "1", "--repeat", "1", "--min-repeat-ms", "0"],
-                       capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+def test_tune_model_prints_progress_and_time_left_in_every_phase(tiny_cnn_run):
+    """`release tune-model` on tiny-cnn with progress on and stderr a pipe (a log file, CI; the run is
+    conftest's ``tiny_cnn_run``): plain progress lines (done/total, elapsed and the time left) for extraction,
+    tuning, the compile and the comparisons; the table has the latency share, and the tasks come in the order
+    of that share."""
+    _, p = tiny_cnn_run
     err = p.stderr.replace("\r", "\n")
     assert "%|" not in err and "it/s" not in err  # no tqdm bar drawn into a pipe
     for phase, unit in (("extract", "task"), ("model", "trial"), ("compile", "stage"), ("compare", "step")):
