@@ -659,13 +659,14 @@ def cmd_tune_model(args) -> int:
     prog = not args.no_progress
     # the untuned build, timed even when not asked for (fewer runs then): the tuned build is exported
     # only if it is not slower (issue 38); with --compare untuned its line is the comparison's
-    un = M.evaluate(model, M.compile_model(model, target, progress=prog), check=False, threads=threads,
+    unex = M.compile_model(model, target, progress=prog)
+    un = M.evaluate(model, unex, check=False, threads=threads,
                     max_seconds=30.0 if "untuned" in compare else 10.0)
     print(f"untuned  {un['fastest_ms']:.3f} ms on {un['threads']} threads (fastest of repeats; median "
           f"{un['latency_ms']:.3f}; TVM default schedules)", flush=True)
     keep, why = tuned_or_untuned(tuned, un)
     if keep == "untuned":
-        ex = M.compile_model(model, target, progress=False)
+        ex = unex
         print(f"verdict  {why}: the untuned build is exported instead"
               + (f"; tasks whose tuned kernel lost to TVM's default: {', '.join(lost[:6])}" if lost else "")
               + f"; more trials (--n-trial) may find faster kernels", flush=True)

@@ -341,10 +341,13 @@ class ApplyHistoryBest:
         is faster than its best tuned record, or it has a default record and no tuned one. A best
         tuned record timed on another machine is not compared (timings of two machines): the tuned
         schedule is kept."""
+        return self._default_wins(task, self.best(task))
+
+    def _default_wins(self, task, best: Record | None) -> bool:
+        """:meth:`keeps_default` given ``task``'s best tuned record (None: none)."""
         dflt = self.default_record(task)
         if dflt is None:
             return False
-        best = self.best(task)
         if best is None:
             return True
         return task.tier(best) == "machine" and dflt.mean_cost < best.mean_cost
@@ -366,10 +369,10 @@ class ApplyHistoryBest:
         db = MemoryDatabase()
         self.matched, self.elsewhere, self.unmatched, self.defaulted = [], [], [], []
         for t in tasks:
-            if self.keeps_default(t):
+            rec = self.best(t)
+            if self._default_wins(t, rec):
                 self.defaulted.append(t)
                 continue
-            rec = self.best(t)
             if rec is None:
                 self.unmatched.append(t)
                 continue
