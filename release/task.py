@@ -157,18 +157,26 @@ class Task:
         digest = key.rsplit("/", 1)[-1]
         if digest == self.key.rsplit("/", 1)[-1]:
             return True
-        legacy = self._legacy.get(record.target)
-        if legacy is None:
-            try:
-                canon = canonical_target_json(json.loads(record.target))
-            except (ValueError, TypeError, AttributeError):
-                canon = record.target
-            legacy = self._legacy[record.target] = hashlib.sha1(
-                f"{self.structural_hash}|{canon}".encode()).hexdigest()[:16]
+        legacy = self.legacy_digest(record.target)
         if digest != legacy or isa_class(record.target) != self.isa_class:
             return False
         record.task = self.key  # migration on read: the record now carries this release's key
         return True
+
+    def legacy_digest(self, target: str | None = None) -> str:
+        """The digest releases before ISA-class keys gave this program on ``target``:
+        ``sha1(structural hash | canonical target JSON)[:16]``, the whole target (``mcpu`` and
+        ``num-cores`` included). ``target``: a record's target JSON text; default this task's own
+        (what an older release running here wrote: logs, agent checkpoints)."""
+        target = self.target_json if target is None else target
+        legacy = self._legacy.get(target)
+        if legacy is None:
+            try:
+                canon = canonical_target_json(json.loads(target))
+            except (ValueError, TypeError, AttributeError):
+                canon = target
+            legacy = self._legacy[target] = hashlib.sha1(f"{self.structural_hash}|{canon}".encode()).hexdigest()[:16]
+        return legacy
 
     def tier(self, record) -> str:
         """``"machine"`` when ``record`` was measured on this task's machine (same ``mcpu``,

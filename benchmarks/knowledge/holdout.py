@@ -178,53 +178,78 @@ def _reach(curve, target):
     return None, None
 
 
-def _retime(args, out: Path, top: int = 3, rounds: int = 3) -> dict:
-    """Per log: the fastest re-timed GFLOPS of its ``top`` best logged configs, every log of a layer
-    interleaved in a shuffled order, ``rounds`` times (as ``release bench --remeasure``), same runner
-    settings as ``release tune``'s defaults, at the priority RELEASE_TIMING_PRIORITY asks for."""
+def retime_best(task, logs: list, top: int = 3, rounds: int = 3, seed: int = 0) -> tuple[dict, list]:
+    """Re-time the ``top`` best logged configs of each log of one task side by side.
+
+    Every config of every log is measured in one runner, in a shuffled order, ``rounds`` times (as
+    ``release bench --remeasure``), with ``release tune``'s runner defaults on the task's threads, at the
+    priority RELEASE_TIMING_PRIORITY asks for.
+
+    Parameters
+    ----------
+    task : release.task.Task
+    logs : list of (str, Path)
+        ``(label, log path)`` of the runs to compare.
+
+    Returns
+    -------
+    (dict, list)
+        ``{label: fastest re-timed GFLOPS of its configs}`` and, per config, ``{"log", "config", "costs"}``
+        (every re-timed cost in seconds, for a reader who wants the spread behind a figure).
+    """
     import numpy as np
 
     from release.measure import LocalBuilder, LocalRunner, load_records, measure_option
     from release.measure.measure import Measurer
-    from release.task import create_task
     from release.threads import thread_count, timing_priority, use_threads
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
+    use_threads(thread_count(task.target))
+    timing_priority()
+    space = task.config_space
+    items = []
+    for label, path in logs:
+        recs = sorted((r for r in load_records(str(path)) if r.ok), key=lambda r: -r.gflops)
+        items += [(label, space.canonical(r.config)) for r in recs[:top]]
+    if not items:
+        return {}, []
+    opt = measure_option(LocalBuilder(), LocalRunner(number=4, repeat=3, min_repeat_ms=50))
+    costs: dict = {}
+    try:
+        m = Measurer(task, opt)
+        for _ in range(rounds):
+            order = rng.permutation(len(items))
+            for r in m.measure(list(dict.fromkeys(items[i][1] for i in order))):
+                if r.ok:
+                    costs.setdefault(tuple(r.config), []).extend(r.costs)
+    finally:
+        opt["builder"].close()
+        opt["runner"].close()
+    res: dict = {}
+    for label, c in items:
+        if tuple(c) in costs:
+            res[label] = max(res.get(label, 0.0), task.flop / float(np.min(costs[tuple(c)])) / 1e9)
+    return res, [{"log": label, "config": list(c), "costs": costs.get(tuple(c), [])} for label, c in items]
+
+
+def _retime(args, out: Path, top: int = 3, rounds: int = 3) -> dict:
+    """Per log: the fastest re-timed GFLOPS of its ``top`` best logged configs (:func:`retime_best`),
+    every log of a layer interleaved."""
+    from release.task import create_task
+
     res: dict = {}
     for layer in args.holdout:
         task = create_task(f"{args.network}.conv2d.{layer}", "llvm")
-        use_threads(thread_count(task.target))
-        timing_priority()
-        space = task.config_space
-        items = []
-        for path in sorted((out / "logs").glob(f"{args.network}.conv2d.{layer}.*.jsonl")):  # every run, any seed
-            if path.name.endswith(".rejections.jsonl"):
-                continue
-            rel = str(path.relative_to(out))
-            recs = sorted((r for r in load_records(str(path)) if r.ok), key=lambda r: -r.gflops)
-            items += [(rel, space.canonical(r.config)) for r in recs[:top]]
-        if not items:
+        logs = [(str(p.relative_to(out)), p)
+                for p in sorted((out / "logs").glob(f"{args.network}.conv2d.{layer}.*.jsonl"))  # every run, any seed
+                if not p.name.endswith(".rejections.jsonl")]
+        got, detail_rows = retime_best(task, logs, top, rounds)
+        if not got:
             continue
-        opt = measure_option(LocalBuilder(), LocalRunner(number=4, repeat=3, min_repeat_ms=50))
-        costs: dict = {}
-        try:
-            m = Measurer(task, opt)
-            for _ in range(rounds):
-                order = rng.permutation(len(items))
-                for r in m.measure(list(dict.fromkeys(items[i][1] for i in order))):
-                    if r.ok:
-                        costs.setdefault(tuple(r.config), []).extend(r.costs)
-        finally:
-            opt["builder"].close()
-            opt["runner"].close()
-        for rel, c in items:
-            if tuple(c) in costs:
-                res[rel] = max(res.get(rel, 0.0), task.flop / float(np.min(costs[tuple(c)])) / 1e9)
-        # every config's costs, for a reader who wants to see the spread behind a log's figure
+        res.update(got)
         detail_file = out / "retimed-configs.json"
         detail = json.loads(detail_file.read_text()) if detail_file.exists() else {}
-        detail[f"conv2d.{layer}"] = [{"log": rel, "config": list(c), "costs": costs.get(tuple(c), [])}
-                                     for rel, c in items]
+        detail[f"conv2d.{layer}"] = detail_rows
         detail_file.write_text(json.dumps(detail, indent=1))
         print(f"re-timed conv2d.{layer}: " + ", ".join(f"{k.split('/')[-1]} {v:.1f}" for k, v in res.items()
                                                         if f".conv2d.{layer}." in k), flush=True)

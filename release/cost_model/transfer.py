@@ -16,11 +16,12 @@ Training (:class:`TransferCostModel`, lazily at the first :meth:`~TransferCostMo
    plain one without pre-packed weights, whichever has the record's key); a group whose program
    cannot be rebuilt is skipped (one log line). At most ``max_records_per_workload`` records per
    group (the best half and a seeded random rest), each config replayed once to get its features.
-2. *Transfer booster*: XGBoost ``rank:pairwise`` with one query group per workload and thread count
-   (``qid``; records written before thread counts were logged have 0): the
-   loss compares only configs of the same task, so absolute speeds of different operators never
-   have to agree. Labels are throughput over the group's best (per-task normalisation; failed
-   measurements 0, AutoTVM's rule).
+2. *Transfer booster*: XGBoost ``rank:pairwise`` with one query group per workload, thread count
+   and machine (``qid``; records written before thread counts were logged have 0; the machine is
+   :func:`release.target.machine_of`: ``mcpu``, cores, CPU model): the loss compares only configs
+   of the same task timed on the same machine, so absolute speeds of different operators, or of
+   one operator on an Intel Xeon and an AMD EPYC of the ISA class, never have to agree. Labels are
+   throughput over the group's best (per-task normalisation; failed measurements 0, AutoTVM's rule).
 3. *Distillation*: the model optimizers (simulated annealing, the PPO agent) query ``predict`` on
    knob features ~64,000 times a round, far too often for program features (4-40 ms a config).
    ``distill_samples`` random configs of the current task are scored by the transfer booster on
@@ -151,9 +152,9 @@ class KnowledgeSet:
     qid : np.ndarray, int, shape (n,)
         Workload index of each row (sorted, as XGBoost's ``qid`` needs).
     workloads : list of str
-        Task keys, index = ``qid`` (a key appears twice when its records were timed on different
-        thread counts: one query group per workload and thread count, so timings on 1 and on 2
-        threads are never compared).
+        Task keys, index = ``qid`` (a key appears more than once when its records were timed on
+        different thread counts or machines: one query group per workload, thread count and
+        machine, so timings on 1 and on 2 threads, or on two CPU models, are never compared).
     skipped : dict
         ``{task key: reason}`` of the workloads that could not be used.
     seconds : float
@@ -164,23 +165,26 @@ class KnowledgeSet:
                  programs=None):
         cfg = config or TransferConfig()
         t0 = time.perf_counter()
+        from ..target import machine_of
+
         groups: dict[tuple, list] = {}
-        for rec in records:  # one query group per (workload, threads): 1- and 2-thread timings never compared
-            groups.setdefault((rec.task, int(rec.threads or 0)), []).append(rec)
+        for rec in records:  # one query group per (workload, machine, threads): timings of two CPU models, or on
+            # 1 and on 2 threads, are never compared (a Zen 4's record and a Xeon's of one program rank apart)
+            groups.setdefault((rec.task, int(rec.threads or 0), machine_of(rec.target, rec.machine)), []).append(rec)
         rng = np.random.default_rng(seed)
         feats, labels, qid = [], [], []
         self.workloads: list[str] = []
         self.skipped: dict[str, str] = {}
         tasks = dict(tasks or {})
-        for key, threads in sorted(groups):
-            recs = groups[(key, threads)]
+        for key, threads, machine in sorted(groups):
+            recs = groups[(key, threads, machine)]
             best = max((r.gflops for r in recs if r.ok), default=0.0)
             if best <= 0:
                 self.skipped[key] = "no successful measurement"
                 continue
             task = tasks.get(key) or rebuild_task(recs[0].name, key, recs[0].target, programs)
             if task is not None:
-                tasks[key] = task  # built once for all its thread counts
+                tasks[key] = task  # built once for all its thread counts and machines
             if task is None:
                 self.skipped[key] = (f"workload {recs[0].name!r} cannot be rebuilt with this key (no registered "
                                      f"name makes it and the base stores no program of it)")

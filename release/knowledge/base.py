@@ -59,6 +59,7 @@ from typing import Iterable
 from ..errors import RecordError
 from ..measure.records import Record, load_records
 from ..task import workload_digest_of
+from .index import ID_HEX, read_lines, shard_index
 
 logger = logging.getLogger(__name__)
 
@@ -377,6 +378,10 @@ class KnowledgeBase:
         run that hands one base to many tuners (``tune_model``: every task; ``release tune``):
         one read, and a model's later tasks learn from its earlier ones. Default False: every
         call reads the folder again (sees other writers).
+    index : bool
+        Keep a per-shard index in ``index/`` (:mod:`release.knowledge.index`; default True), so
+        :meth:`best_records` and the duplicate check of :meth:`add` parse only lines not indexed
+        yet. False: nothing is written beside the shards (a read-only source: the shipped pack).
 
     Raises
     ------
@@ -391,7 +396,7 @@ class KnowledgeBase:
     >>> recs = kb.records(target_kind=task.target_json, workload=task)
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, read_once: bool = False):
+    def __init__(self, path: str | os.PathLike | None = None, read_once: bool = False, index: bool = True):
         folder = knowledge_dir(path)
         if folder is None:
             raise KnowledgeError(f"knowledge is disabled ({ENV_VAR}={os.environ.get(ENV_VAR)}); pass a folder "
@@ -409,6 +414,8 @@ class KnowledgeBase:
         self._known: set[bytes] | None = None
         self._read_once = bool(read_once)
         self._read: dict[str, tuple] = {}  # records() of one target class, read once: label -> (matcher, list)
+        self._index = bool(index)
+        self._indexes: dict[str, dict] = {}  # shard path -> its index (release.knowledge.index), kept current
         self.stats: dict = {}
 
     # ------------------------------------------------------------------ writing
@@ -456,10 +463,10 @@ class KnowledgeBase:
         """
         with self._lock:
             if self._known is None:
-                self._known = {record_identity(r) for r in self._iter_records(log=False)}
+                self._known = self._all_ids()
             lines = []
             for rec in records:
-                ident = record_identity(rec)
+                ident = record_identity(rec).hex()[:ID_HEX]
                 if ident in self._known:
                     continue
                 self._known.add(ident)
@@ -615,22 +622,9 @@ class KnowledgeBase:
                 logger.warning("knowledge: skipped shard %s: %s", path, err)
                 continue
             with f:
-                first = f.readline()
-                version = _header_version(first)
-                if version is None:
+                if self._check_header(path, log)(f.readline()) is None:
                     stats["bad_shards"] += 1
-                    if first.strip() and log:
-                        logger.warning("knowledge: skipped %s: not a knowledge shard (its first line is not a "
-                                       "release_knowledge header); the other shards are used", path)
                     continue
-                if not MIN_READ_VERSION <= version <= KNOWLEDGE_VERSION:
-                    newer = version > KNOWLEDGE_VERSION
-                    raise KnowledgeError(
-                        f"knowledge base {self.path}: shard {os.path.basename(path)} has format version {version}, "
-                        f"this release reads {MIN_READ_VERSION}..{KNOWLEDGE_VERSION}; "
-                        + ("upgrade release-tvm, or " if newer else "")
-                        + "move the folder aside and pass --knowledge NEWDIR (re-import its logs with "
-                          "`release knowledge add LOG...`)")
                 stats["shards"] += 1
                 bad = 0
                 for line in f:
@@ -648,6 +642,159 @@ class KnowledgeBase:
                     if log:
                         logger.warning("knowledge: %s: skipped %d unreadable line(s) (a write cut by a crash "
                                        "leaves one at the end); the rest is used", path, bad)
+
+    def _check_header(self, path: str, log: bool):
+        """A function of a shard's first line: its version, None when not a shard (one warning), and
+        :class:`KnowledgeError` for a format version this release cannot read."""
+        def check(first: str):
+            version = _header_version(first)
+            if version is None:
+                if first.strip() and log:
+                    logger.warning("knowledge: skipped %s: not a knowledge shard (its first line is not a "
+                                   "release_knowledge header); the other shards are used", path)
+                return None
+            if not MIN_READ_VERSION <= version <= KNOWLEDGE_VERSION:
+                newer = version > KNOWLEDGE_VERSION
+                raise KnowledgeError(
+                    f"knowledge base {self.path}: shard {os.path.basename(path)} has format version {version}, "
+                    f"this release reads {MIN_READ_VERSION}..{KNOWLEDGE_VERSION}; "
+                    + ("upgrade release-tvm, or " if newer else "")
+                    + "move the folder aside and pass --knowledge NEWDIR (re-import its logs with "
+                      "`release knowledge add LOG...`)")
+            return version
+        return check
+
+    def _shard_indexes(self, log: bool = True) -> list[tuple[str, dict]]:
+        """``(shard path, index)`` of every readable shard, each index brought up to date (only lines
+        not indexed yet are parsed: :func:`release.knowledge.index.shard_index`). Sets ``self.stats``
+        (shards, lines, bad_lines, bad_shards, parsed)."""
+        stats = {"shards": 0, "lines": 0, "bad_lines": 0, "bad_shards": 0, "parsed": 0}
+        self.stats = stats
+        out = []
+        for path in self.shards():
+            try:
+                d, got = shard_index(self.path, path, self._check_header(path, log), write=self._index,
+                                     cache=self._indexes.get(path))
+            except OSError as err:
+                stats["bad_shards"] += 1
+                logger.warning("knowledge: skipped shard %s: %s", path, err)
+                continue
+            if d is None:
+                stats["bad_shards"] += 1
+                continue
+            self._indexes[path] = d
+            stats["shards"] += 1
+            stats["lines"] += d["lines"] + got["bad_tail"]
+            stats["parsed"] += got["parsed"]
+            bad = d["bad_lines"] + got["bad_tail"]
+            if bad:
+                stats["bad_lines"] += bad
+                if log:
+                    logger.warning("knowledge: %s: skipped %d unreadable line(s) (a write cut by a crash "
+                                   "leaves one at the end); the rest is used", path, bad)
+            out.append((path, d))
+        return out
+
+    def _all_ids(self) -> set:
+        """Identities (first ``ID_HEX`` hex digits of :func:`record_identity`) of every record held."""
+        if not self._index:
+            return {record_identity(r).hex()[:ID_HEX] for r in self._iter_records(log=False)}
+        return {e[0] for _, d in self._shard_indexes(log=False) for entries in d["groups"].values() for e in entries}
+
+    def best_records(self, target_kind=None, per: int = 4, budget: int | None = None) -> tuple[list[Record], dict]:
+        """Each workload's ``per`` fastest successful records per machine, read through the shard index.
+
+        What a warm start needs (:func:`release.knowledge.use.knowledge_seeds`), at the cost of the
+        lines returned plus the lines not indexed yet (:mod:`release.knowledge.index`), instead of a
+        parse of the whole base (:meth:`records`: ~72 s for 64,764 records on a 2-core EPYC).
+
+        Parameters
+        ----------
+        target_kind : str, dict or tvm.target.Target, optional
+            As :meth:`records`: a kind, or a target whose ISA class the records must have (every CPU
+            model of the class; other classes are counted in one warning line). Default: all.
+        per : int
+            Records kept per (workload, target, CPU model), fastest mean run time first (default 4).
+        budget : int, optional
+            About how many records in all: ``per`` is lowered to ``max(2, ceil(budget / groups))``
+            over the groups with a successful record (a base of many workloads gives each its best
+            two; one of few workloads gives each up to ``per``). Default None: ``per`` as given.
+
+        Returns
+        -------
+        (list of Record, dict)
+            The records (deduplicated as :meth:`records` does, the first copy read winning; in shard
+            and line order; MetaSchedule imports named as :meth:`records` names them), and what the
+            base holds of the class: ``{"records": n, "workloads": m, "machines": {machine: n}}``
+            (distinct records, all of them, failed ones included; machines named by
+            :func:`release.target.machine_of`).
+
+        Raises
+        ------
+        KnowledgeError
+            A shard written in a format version this release cannot read.
+        ValueError
+            ``per`` below 1.
+        """
+        from ..target import machine_of
+
+        if int(per) < 1:
+            raise ValueError(f"per={per}: give at least 1 record per workload")
+        match = _target_matcher(target_kind)
+        seen: set = set()
+        others: Counter = Counter()
+        machines: Counter = Counter()
+        workloads: set = set()
+        names: dict = {}
+        ranked: dict[tuple, list] = {}
+        label: dict[tuple, str] = {}  # group -> machine_of(target, CPU model), computed once per group
+        for rank, (path, d) in enumerate(self._shard_indexes()):
+            for digest, nm in d["names"].items():
+                names.setdefault(digest, nm)
+            flat = []
+            for key, entries in d["groups"].items():
+                if match is not None and not match(key[1]):
+                    others[target_class(key[1])] += len(entries)
+                    continue
+                flat.extend((e[2], e, key) for e in entries)
+            flat.sort(key=lambda t: t[0])  # line order: the first copy read wins, as in a full read
+            for off, (ident, cost, _, n), key in flat:
+                if ident in seen:
+                    continue
+                seen.add(ident)
+                who = label.get(key)
+                if who is None:
+                    who = label[key] = machine_of(key[1], key[2])
+                machines[who] += 1
+                workloads.add(key[0])
+                if cost is not None:
+                    ranked.setdefault(key, []).append((cost, rank, off, path, n))
+        if others:
+            shown = ", ".join(f"{n} on {k}" for k, n in others.most_common(3)) + (" ..." if len(others) > 3 else "")
+            logger.warning("knowledge: left out %d record(s) of other ISA classes (%s); using only %s",
+                           sum(others.values()), shown, match.label)
+        per = int(per)
+        if budget is not None and ranked:
+            per = min(per, max(2, -(-int(budget) // len(ranked))))
+        spans: dict[str, list] = defaultdict(list)
+        for key, lst in ranked.items():
+            lst.sort(key=lambda t: (t[0], t[1], t[2]))
+            for _cost, rank, off, path, n in lst[:per]:
+                spans[path].append((rank, off, n))
+        out = []
+        for path, sp in spans.items():
+            sp.sort()
+            out.extend((r, off, rec) for (r, off, _), rec in zip(sp, read_lines(path, [(o, n) for _, o, n in sp])))
+        out.sort(key=lambda t: (t[0], t[1]))
+        recs = [rec for _, _, rec in out]
+        for rec in recs:
+            if rec.tuner == "ms-database":
+                got = names.get(workload_digest(rec.task))
+                if got is not None:
+                    rec.name, rec.flop = got[0], got[1]
+                    rec.task = f"{got[0]}/{workload_digest(rec.task)}"
+        held = {"records": len(seen), "workloads": len(workloads), "machines": dict(machines.most_common())}
+        return recs, held
 
     def records(self, target_kind=None, workload=None) -> list[Record]:
         """The deduplicated records, optionally of one target class and one workload.

@@ -85,7 +85,7 @@ def pack_records(target) -> list:
         with open(path, encoding="utf-8", errors="replace") as f:
             if _header_version(f.readline(65536)) is None:
                 raise ValueError(f"{PACK_FILE} is not a knowledge shard (no release_knowledge header)")
-        kb = KnowledgeBase(folder)
+        kb = KnowledgeBase(folder, index=False)  # read-only: nothing written inside the installed package
         kb._files = [path]
         recs = kb.records(target_kind=target)
     except Exception as err:  # noqa: BLE001 - the pack is a convenience: never the reason a run fails

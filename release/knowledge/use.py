@@ -21,7 +21,7 @@ from .base import KnowledgeBase
 logger = logging.getLogger(__name__)
 
 
-def knowledge_records(knowledge, task) -> list[Record]:
+def knowledge_records(knowledge, task, best: int | None = None) -> list[Record]:
     """The knowledge records a tuner of ``task`` may learn from.
 
     Parameters
@@ -32,6 +32,12 @@ def knowledge_records(knowledge, task) -> list[Record]:
     task : release.task.Task
         Records are filtered to its ISA class (:func:`release.target.isa_class`): every CPU model
         of the class, so a base written on a Xeon serves a Zen 4 with AVX-512.
+    best : int, optional
+        Only each workload's fastest successful records per machine (at most ``best``, fewer when
+        the base holds many workloads: about ``4 * best`` in all), read from a base through its
+        shard index (:meth:`KnowledgeBase.best_records`: seconds for a base of 64,764
+        records instead of a parse of all of them); what seeds need. Default None: every record
+        (the transferred cost model learns from all). Lists and the pack are returned whole.
 
     Returns
     -------
@@ -61,7 +67,14 @@ def knowledge_records(knowledge, task) -> list[Record]:
             knowledge = None
         else:
             knowledge = KnowledgeBase(knowledge)
-    got = knowledge.records(target_kind=task.target_json) if knowledge is not None else []
+    held = None
+    if knowledge is None:
+        got = []
+    elif best is not None:
+        n = max(1, int(best))  # seeds take workloads round-robin: ~4n records in all suffice (knowledge_seeds' tries)
+        got, held = knowledge.best_records(target_kind=task.target_json, per=n, budget=4 * n)
+    else:
+        got = knowledge.records(target_kind=task.target_json)
     if not got:  # nothing of this ISA class in the user's base: the pack shipped with the package
         from .pack import pack_records
 
@@ -69,7 +82,8 @@ def knowledge_records(knowledge, task) -> list[Record]:
         if got:
             logger.info("knowledge: no records of %s in the base; using the shipped pack (%s)", task.isa_class,
                         KnowledgeRecords(got, where).origin())
-    return KnowledgeRecords(got, where)
+        held = None
+    return KnowledgeRecords(got, where, held)
 
 
 class KnowledgeRecords(list):
@@ -80,14 +94,31 @@ class KnowledgeRecords(list):
     source : str
         ``"base"`` (the user's knowledge base), ``"pack"`` (the pack shipped with the package,
         :mod:`release.knowledge.pack`), ``"records"`` (a list given by the caller) or ``""`` (none).
+    held : dict or None
+        When the list holds only each workload's best records (:meth:`KnowledgeBase.best_records`):
+        what the base holds of the class, ``{"records", "workloads", "machines"}``; None when the
+        list is every record.
     """
 
-    def __init__(self, records=(), source: str = ""):
+    def __init__(self, records=(), source: str = "", held: dict | None = None):
         super().__init__(records)
         self.source = source
+        self.held = held
+
+    @property
+    def total(self) -> int:
+        """Records of the class the source holds (all of them, also when only the best were read)."""
+        return self.held["records"] if self.held else len(self)
+
+    @property
+    def workloads(self) -> int:
+        """Workloads of the class the source holds."""
+        return self.held["workloads"] if self.held else len({r.task for r in self})
 
     def machines(self) -> dict:
         """Records per machine (:func:`release.target.machine_of`), most first."""
+        if self.held:
+            return dict(self.held["machines"])
         from collections import Counter
 
         from ..target import machine_of
@@ -98,7 +129,7 @@ class KnowledgeRecords(list):
         """One phrase: ``"N records of M workloads from <machine> (n), ..."``."""
         per = self.machines()
         shown = ", ".join(f"{m} {n}" for m, n in list(per.items())[:4]) + (" ..." if len(per) > 4 else "")
-        return (f"{len(self)} record{'s' if len(self) != 1 else ''} of {len({r.task for r in self})} workloads "
+        return (f"{self.total} record{'s' if self.total != 1 else ''} of {self.workloads} workloads "
                 f"from {len(per)} machine{'s' if len(per) != 1 else ''}: {shown}")
 
 

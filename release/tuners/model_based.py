@@ -186,13 +186,16 @@ class ModelBasedTuner(RandomTuner):
         if ckpt == self.agent_checkpoint:
             return  # tune() called again on the same log (tune-model's chunks): the agent is already current
         self.agent_checkpoint = ckpt
+        older = agent_checkpoint_path(path, f"{self.task.name}/{self.task.legacy_digest()}")
+        if not os.path.exists(ckpt) and os.path.exists(older):  # named by an older release's key: migrated
+            ckpt = older  # read from there; saved under the current name from now on
         if os.path.exists(ckpt):
             try:
-                self.model_optimizer.load(self.agent_checkpoint, same_space=True)
+                self.model_optimizer.load(ckpt, same_space=True)
             except TunerError as e:
                 logger.warning("%s: agent checkpoint ignored, the agent starts fresh: %s", self.task.name, e)
             else:
-                logger.info("%s: agent resumed from %s (%d rounds)", self.task.name, self.agent_checkpoint,
+                logger.info("%s: agent resumed from %s (%d rounds)", self.task.name, ckpt,
                             self.model_optimizer.state_dict().get("rounds", 0))
 
     # ------------------------------------------------------------------ the proposer hooks

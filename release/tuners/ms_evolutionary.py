@@ -151,11 +151,11 @@ class MSEvolutionaryTuner(Tuner):
         if knowledge is not None and knowledge is not False:
             from ..knowledge.use import knowledge_records, knowledge_seeds
 
-            records = knowledge_records(knowledge, task)
-            self.knowledge_used = (len(records), len({r.task for r in records}))
+            n = self.params.num_trials_per_iter // 2 if n_seeds is None else int(n_seeds)
+            records = knowledge_records(knowledge, task, best=max(1, n))  # seeds: each workload's best only
+            self.knowledge_used = (records.total, records.workloads)
             self.knowledge_origin = records.origin() if records else ""
             self.knowledge_source = records.source
-            n = self.params.num_trials_per_iter // 2 if n_seeds is None else int(n_seeds)
             if records and n > 0:
                 sources: list = []
                 self.seeds = knowledge_seeds(task, records, n, seed=seed or 0, sources=sources)

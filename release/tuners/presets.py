@@ -206,8 +206,9 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
     if cfg.knowledge is not None and cfg.knowledge is not False:
         from ..knowledge.use import knowledge_programs, knowledge_records
 
-        records = knowledge_records(cfg.knowledge, task)
-        programs = knowledge_programs(cfg.knowledge)
+        seeds_only = cfg.knowledge_use == "seeds"  # the best of each workload: the base's index, not a full read
+        records = knowledge_records(cfg.knowledge, task, best=max(1, cfg.plan_size // 2) if seeds_only else None)
+        programs = None if seeds_only else knowledge_programs(cfg.knowledge)
     seeds: list = []
     seed_sources: list = []  # each seed's source workload
     if records and cfg.knowledge_use == "seeds":
@@ -223,7 +224,7 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
     else:
         cost_model = XGBoostCostModel(task, feature_type=cfg.feature_type, loss_type=cfg.loss_type,
                                       num_threads=cfg.num_threads, seed=child_seed(seed, "cost_model"))
-    cost_model.knowledge_used = (len(records), len({r.task for r in records}))
+    cost_model.knowledge_used = (records.total, records.workloads)
     cost_model.knowledge_origin = records.origin() if records else ""
     cost_model.knowledge_source = records.source
     cost_model.seed_workloads = len(set(seed_sources))  # how many workloads the seeds came from

@@ -136,6 +136,26 @@ def test_timings_on_other_thread_counts_form_their_own_query_group(measured):
         assert ks.labels[ks.qid == q].max() == pytest.approx(1.0)  # normalized within its own group
 
 
+def test_timings_of_another_cpu_model_form_their_own_query_group(measured):
+    """Records of one workload from two CPU models of the ISA class (a Xeon's and, re-labelled, a Zen 4's:
+    the same key since keys are program + ISA class) are ranked each against its own machine's only."""
+    import copy
+    import json
+
+    task, recs = measured[6]
+    xeon = [copy.copy(r) for r in recs[:12]]
+    zen = [copy.copy(r) for r in recs[12:24]]
+    for r in zen:
+        d = json.loads(r.target)
+        d["mcpu"] = "znver4"
+        r.target, r.machine = json.dumps(d, sort_keys=True), "AMD EPYC 9R14"
+        r.costs = [c * 3 for c in r.costs]  # a slower machine: its best is far below the Xeon's
+    ks = KnowledgeSet(xeon + zen, tasks={task.key: task})
+    assert ks.workloads == [task.key, task.key] and list(np.bincount(ks.qid)) == [12, 12]
+    for q in (0, 1):
+        assert ks.labels[ks.qid == q].max() == pytest.approx(1.0)  # each machine's best is its group's 1.0
+
+
 def test_rebuild_task_matches_the_record_key_or_gives_none(measured):
     task, recs = measured[6]
     assert rebuild_task(recs[0].name, recs[0].task, recs[0].target).key == task.key  # the plain program

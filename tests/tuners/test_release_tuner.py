@@ -89,6 +89,22 @@ def test_agent_checkpoint_that_does_not_fit_is_ignored_with_a_warning(matmul_tas
     assert sa.agent_checkpoint is None
 
 
+def test_agent_checkpoint_named_by_an_older_release_key_is_resumed(matmul_task, tmp_path, caplog):
+    """Releases before ISA-class keys named the checkpoint by a key over the whole target: it is read, and
+    the agent is saved under the current name from then on (the checkpoint of the kind: every old name)."""
+    log = str(tmp_path / "t.jsonl")
+    older_key = f"{matmul_task.name}/{matmul_task.legacy_digest()}"
+    assert older_key != matmul_task.key
+    old = agent_checkpoint_path(log, older_key)
+    _agent_file(tmp_path, list(matmul_task.config_space.dims), os.path.basename(old), rounds=6)
+    tuner = ReleaseTuner(matmul_task, plan_size=16, seed=0, feature_type="knob", ppo_config=SMALL_AGENT)
+    with caplog.at_level("INFO"):
+        tuner.attach_log(log)
+    assert tuner.model_optimizer.agent.rounds == 6
+    assert tuner.agent_checkpoint == agent_checkpoint_path(log, matmul_task.key) != old
+    assert not any("agent checkpoint ignored" in r.getMessage() for r in caplog.records)
+
+
 def test_warm_start_from_another_task_of_the_same_knob_count(matmul_task, tmp_path):
     dims = list(matmul_task.config_space.dims)
     path, other = _agent_file(tmp_path, [d + 3 for d in dims], rounds=9)  # same operator, other shape
