@@ -1,6 +1,6 @@
 """``release regal ...``: REGAL graph optimization from the command line.
 
-``release regal optimize --graph PATH|synthetic:SEED|model:NAME --objective peak-memory|runtime
+``release regal optimize --graph PATH|MODEL.onnx|synthetic:SEED|model:NAME --objective peak-memory|runtime
 --devices N --budget EVALS --method brkga,random,...`` runs each method on the same performance model and
 budget, prints one line per method (objective, evaluations, evaluations/s, the objective against the given order's
 in words: "35.29% lower than given")
@@ -8,13 +8,19 @@ and writes the best solution of every method (device per node, op order, times) 
 
 ``release regal export --graph ... --out graph.json`` writes the graph itself as JSON.
 
-Heavy imports (TVM, PyTorch) happen only for ``model:NAME`` graphs.
+``release regal apply --graph MODEL.onnx|model:NAME --out DIR`` reorders the model's Relax module so TVM plans
+less memory. An ONNX file goes through ``tune-model``'s importer (:func:`release.model.from_onnx`); from Python,
+:func:`load_model_graph` also takes a :class:`release.model.Model` (``release.model.load_model(module, inputs)``
+for a PyTorch module).
+
+Heavy imports (TVM, PyTorch) happen only for model graphs.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -36,16 +42,22 @@ def vs_given(value: float, given: float, what: str = "the given order") -> str:
 METHOD_CHOICES = ("brkga", "tuned-brkga", "regal", "random", "local", "greedy", "given", "exact")
 
 
-def load_graph(spec: str, nodes: int = 30, width: int = 4, gflops: float = 50.0, latencies: str | None = None,
+def load_graph(spec, nodes: int = 30, width: int = 4, gflops: float = 50.0, latencies: str | None = None,
                fused: bool = False):
-    """Resolve ``PATH``, ``synthetic:SEED`` or ``model:NAME`` to a ComputationGraph.
+    """Resolve ``PATH`` (graph JSON), ``MODEL.onnx``, ``synthetic:SEED``, ``model:NAME`` or a
+    :class:`release.model.Model` to a ComputationGraph.
 
     Raises
     ------
     GraphError
         For a missing file, a bad seed or an unknown model name.
+    ModelError
+        An ONNX file that does not import (:func:`release.model.from_onnx`).
     """
     from .graph import ComputationGraph
+
+    if not isinstance(spec, str) or spec.endswith(".onnx"):
+        return load_model_graph(spec, fused, gflops, latencies)[0]
 
     if spec.startswith("synthetic:"):
         from .synthetic import SyntheticConfig, random_layered_graph
@@ -61,19 +73,46 @@ def load_graph(spec: str, nodes: int = 30, width: int = 4, gflops: float = 50.0,
     return ComputationGraph.load(spec)
 
 
-def load_model_graph(spec: str, fused: bool = True, gflops: float = 50.0, latencies: str | None = None):
-    """``model:NAME[@BATCH]`` -> (ComputationGraph, the Relax module it was imported from).
+def load_model_graph(spec, fused: bool = True, gflops: float = 50.0, latencies: str | None = None):
+    """A model -> (ComputationGraph, the Relax module it was imported from).
+
+    Parameters
+    ----------
+    spec : str or release.model.Model
+        ``model:NAME[@BATCH]`` (:mod:`release.graph.models`), an ONNX file ``PATH.onnx``, or a model
+        already imported with ``tune-model``'s importers (:func:`release.model.load_model`: a PyTorch
+        module with example inputs, an ONNX file, a built-in name), weights bound as constants.
+    fused : bool
+        Import after TVM's fusion passes (:func:`release.graph.relax_import.fuse_like_tvm`: one node per
+        kernel the compiled VM runs). Default True.
 
     Raises
     ------
     GraphError
-        For a spec that is not ``model:...`` or an unknown model.
+        For a spec that is none of these, or an unknown model name.
+    ModelError
+        An ONNX file or PyTorch module that does not import.
     """
+    from .relax_import import CostConfig, from_relax
+
+    if not isinstance(spec, str) or spec.endswith(".onnx"):
+        from ..model import Model, from_onnx
+        from .relax_import import bound_module, fuse_like_tvm
+
+        model = spec if isinstance(spec, Model) else from_onnx(spec) if isinstance(spec, str) else None
+        if model is None:
+            raise GraphError(f"cannot import a graph from a {type(spec).__name__}; give a release.model.Model "
+                             "(release.model.load_model(module, example_inputs)), an .onnx path or model:NAME")
+        mod = bound_module(model)
+        mod = fuse_like_tvm(mod) if fused else mod
+        name = os.path.splitext(model.name)[0]
+        g = from_relax(mod, name=name + ("-fused" if fused else ""), cost=CostConfig(gflops=gflops),
+                       latencies=latencies)
+        return g, mod
     if not spec.startswith("model:"):
         raise GraphError(f"--graph {spec!r} has no Relax module; TVM's memory plan (--memory tvm, apply) needs "
-                         "--graph model:NAME")
+                         "--graph model:NAME or MODEL.onnx")
     from .models import model_module
-    from .relax_import import CostConfig, from_relax
 
     name = spec.split(":", 1)[1]
     mod = model_module(name, fused=fused)
@@ -404,12 +443,17 @@ def _apply(args) -> int:
     if bad:
         raise GraphError(f"--method {bad[0]} cannot search TVM's plan; use {', '.join(SEARCH_METHODS)}, regal, "
                          "greedy or given")
+    spec = args.graph
+    if spec.endswith(".onnx"):  # imported before --out is made: a file that does not import writes nothing
+        from ..model import from_onnx
+
+        spec = from_onnx(spec)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     # TVM's runtime logs a 'Scope Saving' warning per function to stderr when a library is exported
     # (about a hundred lines): kept in a file, counted in one line
     with capture_stderr(out_dir / "stderr.log") as captured:
-        graph, mod = load_model_graph(args.graph, True)
+        graph, mod = load_model_graph(spec, True)
         plan = TVMPlanModel(mod, graph)
         prep = {}
         if "regal" in methods and not args.order:  # the policy trained on TVM's plan (or --checkpoint)
@@ -483,8 +527,8 @@ def _model_names() -> str:
 
 
 def _add_graph_args(p) -> None:
-    p.add_argument("--graph", required=True, help="PATH (graph JSON), synthetic:SEED or model:NAME[@BATCH] "
-                   f"({_model_names()})")
+    p.add_argument("--graph", required=True, help="PATH (graph JSON), MODEL.onnx, synthetic:SEED or "
+                   f"model:NAME[@BATCH] ({_model_names()})")
     p.add_argument("--nodes", type=int, default=30, help="nodes of a synthetic graph (default 30)")
     p.add_argument("--width", type=int, default=4, help="largest layer of a synthetic graph (default 4)")
     p.add_argument("--gflops", type=float, default=50.0,
@@ -553,8 +597,8 @@ def register(subparsers) -> None:
 
     a = sub.add_parser("apply", help="reorder a model's Relax module so TVM plans less memory; write module and "
                        "library, check outputs, measure the VM's peak")
-    a.add_argument("--graph", required=True, help=f"model:NAME[@BATCH] ({_model_names()}; imported fused, as "
-                   "tvm.compile runs it)")
+    a.add_argument("--graph", required=True, help=f"MODEL.onnx or model:NAME[@BATCH] ({_model_names()}); "
+                   "imported fused, as tvm.compile runs it")
     a.add_argument("--order", default=None, help="apply this order (JSON from `optimize --out`, or a list); "
                    "default: search TVM's plan with --method")
     a.add_argument("--method", default="brkga,local", help="search methods when no --order (default brkga,local; "

@@ -328,6 +328,17 @@ def fuse_like_tvm(mod, target=None):
         return out
 
 
+def bound_module(model):
+    """The Relax module of a :class:`release.model.Model` with its weights bound as constants
+    (``BindParams``, as ``compile_relax`` does): what :func:`from_relax` and TVM's memory plan read."""
+    from tvm import relax
+
+    mod = model.mod
+    if model.params:
+        mod = relax.transform.BindParams("main", model.params)(mod)
+    return mod
+
+
 def export_torch(model, example_inputs: tuple, name: str = "torch"):
     """Import a PyTorch model through the project's one PyTorch-to-Relax importer
     (:func:`release.model.from_pytorch`: ``torch.export`` + TVM's ``from_exported_program``), with the weights
@@ -345,15 +356,9 @@ def export_torch(model, example_inputs: tuple, name: str = "torch"):
     ModelError
         When ``torch.export`` or TVM's frontend fails (from :func:`release.model.from_pytorch`).
     """
-    from tvm import relax
-
     from ..model import from_pytorch
 
-    m = from_pytorch(model, example_inputs, name=name)
-    mod = m.mod
-    if m.params:
-        mod = relax.transform.BindParams("main", m.params)(mod)
-    return mod
+    return bound_module(from_pytorch(model, example_inputs, name=name))
 
 
 def from_torch(model, example_inputs: tuple, name: str = "torch", fused: bool = False, **kw) -> ComputationGraph:
