@@ -100,3 +100,88 @@ def time_torch(fn: Callable[[], object], threads: int | None = None, number: int
         notes.append(f"torch.utils.benchmark gives {second * 1e3:.3f} ms, {ratio:.1f}x apart")
     return ReferenceTiming(fastest, median, second, torch.get_num_threads(), not notes,
                            "; ".join(notes) + ("; the machine looks busy" if notes else ""))
+
+
+def onnx_exportable(module):
+    """``module`` in a form ONNX's TorchScript exporter accepts, computing the same function.
+
+    PyTorch runs ``nn.TransformerEncoderLayer`` in eval mode through its fused fast path
+    (``aten::_transformer_encoder_layer_fwd``), which no ONNX opset has; with the fast path off, the
+    attention's ``is_causal`` becomes a tensor under tracing and ``scaled_dot_product_attention``
+    refuses it. Here every such layer (with one packed in-projection, as BERT's) is replaced by the
+    same layer written with ``nn.Linear``/``LayerNorm`` modules and explicit attention
+    (``softmax(Q K^T / sqrt(d)) V`` per head: the form BERT's own ONNX exports have, which ONNX
+    Runtime fuses into its ``Attention`` kernel). The weights are shared, not copied.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        In eval mode (dropout is left out: the layer's dropout is a no-op there).
+
+    Returns
+    -------
+    torch.nn.Module
+        ``module`` itself when it holds no such layer; else a copy with the layers replaced.
+    """
+    import copy
+
+    from torch import nn
+
+    def convertible(m) -> bool:
+        return isinstance(m, nn.TransformerEncoderLayer) and m.self_attn._qkv_same_embed_dim
+
+    if convertible(module):
+        return _ExplicitEncoderLayer(module)
+    if not any(convertible(m) for m in module.modules()):
+        return module
+    out = copy.copy(module)
+    out._modules = dict(module._modules)
+    for name, child in module._modules.items():
+        if child is not None:
+            out._modules[name] = onnx_exportable(child)
+    return out
+
+
+def _explicit_encoder_layer_class():
+    import math
+
+    import torch
+    from torch import nn
+
+    class ExplicitEncoderLayer(nn.Module):
+        """``nn.TransformerEncoderLayer`` (no masks, eval mode) written with explicit attention."""
+
+        def __init__(self, layer):
+            super().__init__()
+            self.layer = layer
+
+        def _attention(self, x):
+            a = self.layer.self_attn
+            b, s, e = x.shape
+            h = a.num_heads
+            d = e // h
+            q, k, v = torch.nn.functional.linear(x, a.in_proj_weight, a.in_proj_bias).split(e, dim=-1)
+            q, k, v = (t.reshape(b, s, h, d).transpose(1, 2) for t in (q, k, v))
+            w = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d), dim=-1)
+            return a.out_proj(torch.matmul(w, v).transpose(1, 2).reshape(b, s, e))
+
+        def _feed_forward(self, x):
+            lay = self.layer
+            return lay.linear2(lay.activation(lay.linear1(x)))
+
+        def forward(self, src):
+            lay = self.layer
+            x = src if lay.self_attn.batch_first else src.transpose(0, 1)
+            if lay.norm_first:
+                x = x + self._attention(lay.norm1(x))
+                x = x + self._feed_forward(lay.norm2(x))
+            else:
+                x = lay.norm1(x + self._attention(x))
+                x = lay.norm2(x + self._feed_forward(x))
+            return x if lay.self_attn.batch_first else x.transpose(0, 1)
+
+    return ExplicitEncoderLayer
+
+
+def _ExplicitEncoderLayer(layer):  # noqa: N802 - a class made lazily (torch is imported only when used)
+    return _explicit_encoder_layer_class()(layer)
