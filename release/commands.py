@@ -101,6 +101,13 @@ def register(subparsers) -> None:
     _add_knowledge_args(p)
     p.add_argument("--compare", default="untuned,torch",
                    help="comma list of baselines to time: untuned, torch, ms (MetaSchedule tune_relax, same budget)")
+    p.add_argument("--memory-order", choices=["brkga", "regal"], default=None,
+                   help="reorder the exported model's kernel calls so TVM's memory planner plans fewer bytes "
+                        "(BRKGA on a replay of TVM's planner; regal: biased by REGAL's policy); prints planned and "
+                        "measured peak memory before and after; kept only when TVM plans it smaller and the "
+                        "outputs are identical (default: TVM's order)")
+    p.add_argument("--memory-budget", default="2000",
+                   help="with --memory-order: objective evaluations of the search (default 2000)")
     _add_measure_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
@@ -545,6 +552,7 @@ def cmd_tune_model(args) -> int:
         raise TunerError(f"unknown --compare entries {bad}; use untuned, torch, ms")
     if args.layout != M.AUTO_LAYOUT:
         M.model_layout(args.layout)  # a bad --layout fails before the model is imported
+    memory_budget = _memory_budget(args.memory_budget)
     kdir_new = _kdir_is_new(args)
     kdir, warm = _knowledge_for(args)  # so do contradicting knowledge flags
     from .tuners import MODEL_BASED
@@ -672,6 +680,9 @@ def cmd_tune_model(args) -> int:
               + f"; more trials (--n-trial) may find faster kernels", flush=True)
     else:
         print(f"verdict  {why}", flush=True)
+    if args.memory_order:
+        ex = _memory_order(args, model, target, db if keep == "tuned" else None,
+                           args.layout if keep == "tuned" else None, ex, memory_budget, prog)
     ex.export_library(lib)
     steps = [c for c in ("ms", "torch") if c in compare]
     if steps:  # the comparisons: a bar over them (elapsed, estimated time left), and each long one its own
@@ -713,6 +724,58 @@ def cmd_tune_model(args) -> int:
           f"vm = relax.VirtualMachine(tvm.runtime.load_module({lib!r}), tvm.cpu()); out = vm['main'](*inputs)")
     print(f"         the log {log} resumes with the same command")
     return 0
+
+
+def _memory_budget(text) -> int:
+    """``--memory-budget``: a positive integer (one line otherwise, before any work)."""
+    try:
+        n = int(text)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
+        raise TunerError(f"--memory-budget {text}: give a positive number of evaluations, e.g. 2000")
+    return n
+
+
+def _memory_order(args, model, target, db, layout, ex, budget: int, progress: bool):
+    """``tune-model --memory-order``: the chosen build compiled again with its kernel calls reordered for
+    TVM's memory planner (:func:`release.graph.relax_apply.reorder_for_memory`); planned bytes before and
+    after, outputs compared bitwise, the VM's peak measured in child processes (median of 3 each). Returns
+    the build to export: the reordered one only when TVM plans it smaller and its outputs are identical."""
+    import tempfile
+
+    import numpy as np
+
+    from . import model as M
+    from .graph.relax_apply import measure_vm_peak, measured_change, run_module
+
+    reports: list = []
+    mex = M.compile_model(model, target, db, progress=progress, layout=layout, memory_order=args.memory_order,
+                          memory_budget=budget, memory_report=reports)
+    rep = reports[0]
+    print(f"memory   {rep.line()}", flush=True)
+    if not rep.improved:
+        return ex
+    inputs = [np.asarray(x) for x in model.inputs]
+    a = run_module(None, inputs, executable=ex)
+    b = run_module(None, inputs, executable=mex)
+    same = len(a) == len(b) and all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a, b))
+    if not same:
+        print("memory   the reordered build's outputs differ from the given order's: the given order is exported "
+              "(please report this)", flush=True)
+        return ex
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [os.path.join(tmp, "given.so"), os.path.join(tmp, "reordered.so")]
+        ex.export_library(paths[0])
+        mex.export_library(paths[1])
+        peaks: list = [[], []]
+        for _ in range(3):  # alternately, each run in a fresh process
+            for i in (0, 1):
+                peaks[i].append(measure_vm_peak(paths[i], inputs))
+    print(f"memory   VM peak measured (child process, median of 3 runs each): given {int(np.median(peaks[0])):,} "
+          f"bytes, reordered {int(np.median(peaks[1])):,} bytes ({measured_change(peaks[0], peaks[1])}); outputs "
+          "identical; the reordered build is exported", flush=True)
+    return mex
 
 
 def tuned_or_untuned(tuned: dict, untuned: dict) -> tuple[str, str]:

@@ -382,3 +382,114 @@ def apply_order(mod, graph, order, out_dir, measure: bool = True, seed: int = 0,
     peak_a = int(np.median(peaks_a)) if peaks_a else None
     return ApplyReport(int(before), int(after), bool(improved), peak_b, peak_a, bool(same), diff,
                        [int(v) for v in order], files, peaks_b, peaks_a)
+
+
+@dataclass
+class MemoryOrderReport:
+    """What :func:`reorder_for_memory` did (bytes, seconds; JSON-ready through ``dataclasses.asdict``).
+
+    Attributes
+    ----------
+    method : str
+        ``"brkga"`` or ``"regal"`` (BRKGA biased by REGAL's policy trained on TVM's plan).
+    planned_before, planned_after : int
+        Bytes TVM plans for the module's own order and for the order kept (exact:
+        :func:`release.graph.tvm_plan.planned_memory_exact`); equal when no order plans smaller.
+    improved : bool
+        Whether the module was reordered (TVM plans the found order strictly smaller).
+    nodes, evaluations : int
+        Operator calls of ``main`` and objective evaluations of the search.
+    seconds : float
+        Wall time of the import, the search and the check.
+    """
+
+    method: str
+    planned_before: int
+    planned_after: int
+    improved: bool
+    nodes: int
+    evaluations: int
+    seconds: float
+
+    def line(self) -> str:
+        """One sentence for a command's output."""
+        if not self.improved:
+            return (f"TVM plans {self.planned_before:,} bytes in the given order; {self.method} found no order "
+                    f"planned smaller ({self.nodes} kernels, {self.evaluations} evaluations, {self.seconds:.1f} s): "
+                    "the given order is kept")
+        pct = 100.0 * (self.planned_before - self.planned_after) / self.planned_before
+        return (f"TVM plans {self.planned_after:,} bytes reordered by {self.method}, {pct:.1f}% lower than "
+                f"{self.planned_before:,} in the given order ({self.nodes} kernels, {self.evaluations} evaluations, "
+                f"{self.seconds:.1f} s)")
+
+
+def reorder_for_memory(mod, method: str = "brkga", budget: int = 2000, seed: int = 0, function: str = "main"):
+    """Reorder ``function``'s kernel calls so that TVM's ``StaticPlanBlockMemory`` plans fewer bytes.
+
+    The module's operator calls become a graph (:func:`release.graph.relax_import.from_relax`), BRKGA
+    searches op orders on the replay of TVM's planner (:class:`release.graph.tvm_plan.TVMPlanModel`,
+    TVM's plan byte for byte), seeded with the given order and the greedy ones; with ``method="regal"``
+    the search is biased by REGAL's policy trained on TVM's plan (the shipped checkpoint). The best order
+    is applied only when TVM plans it strictly smaller (REGAL, Paliwal et al. ICLR 2020, Sec. 3; the
+    check is ``release regal apply``'s). This is what ``tune-model --memory-order`` runs on the tuned
+    model right before lowering.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A Relax module after fusion (each call one kernel), e.g. inside a build pipeline before lowering.
+    method : str
+        ``"brkga"`` (default) or ``"regal"``.
+    budget : int
+        Objective evaluations (default 2000: about a second for a few hundred kernels).
+    seed : int
+
+    Returns
+    -------
+    (tvm.IRModule, MemoryOrderReport)
+        The reordered module (``mod`` itself when no order plans smaller) and the report.
+
+    Raises
+    ------
+    GraphError
+        An unknown ``method`` or a budget below 1.
+    """
+    import time
+
+    from .baselines import run_method, seed_chromosomes
+    from .perf_model import PerformanceModel
+    from .relax_import import from_relax, reorder_bindings
+    from .tvm_plan import TVMPlanModel, planned_memory_exact
+
+    if method not in ("brkga", "regal"):
+        raise GraphError(f"memory order method {method!r}: use brkga or regal")
+    if int(budget) < 1:
+        raise GraphError(f"memory order budget {budget}: give a positive number of evaluations")
+    t0 = time.perf_counter()
+    graph = from_relax(mod, name="model", function=function)
+    plan = TVMPlanModel(mod, graph)
+    before = int(planned_memory_exact(mod, function).total)
+    model = PerformanceModel(graph, 1, "peak-memory", memory_plan=plan)
+    seeds = seed_chromosomes(model)
+    if method == "regal":
+        from .brkga import brkga, policy_fraction_schedule
+        from .policy import load_policy, policy_action, shipped_checkpoint
+
+        policy, meta = load_policy(shipped_checkpoint("peak-memory", "tvm"))
+        params = policy_action(policy, graph).brkga_params(policy.cfg, 1)
+        table = meta.get("policy_fraction") if isinstance(meta, dict) else None
+        res = brkga(model, int(budget), seed=seed, initial=seeds,
+                    policy_fraction=policy_fraction_schedule(int(budget), table=table), **params)
+    else:
+        res = run_method("brkga", model, int(budget), seed, initial=seeds)
+    order = PerformanceModel(graph, 1, "peak-memory").decode(res.best_chromosome).order.tolist()
+    out, after = mod, before
+    if plan.plan_bytes(order) < plan.given_order_bytes():
+        new = reorder_bindings(mod, graph, order, function)
+        got = int(planned_memory_exact(new, function).total)
+        if got < before:
+            out, after = new, got
+    rep = MemoryOrderReport(method, before, after, out is not mod, graph.n, int(res.evaluations),
+                            time.perf_counter() - t0)
+    logger.info("reorder_for_memory: %s", rep.line())
+    return out, rep

@@ -62,3 +62,48 @@ def test_an_onnx_file_that_does_not_import_is_one_line_and_writes_nothing(tmp_pa
         err = capsys.readouterr().err.strip()
         assert rc == 2 and len(err.splitlines()) == 1 and "onnx" in err.lower(), err
         assert not (tmp_path / "out").exists()
+
+
+def test_compile_model_reorders_kernel_calls_for_tvms_memory_plan():
+    """The hook of ``tune-model --memory-order``: inside the build pipeline, right before lowering; TVM plans the
+    kept order smaller and the outputs are bitwise those of TVM's order."""
+    import numpy as np
+
+    from release.errors import GraphError
+    from release.graph.relax_apply import reorder_for_memory, run_module
+    from release.model import compile_model
+
+    module, inputs = build_model("inception")
+    model = load_model(module, inputs)
+    reports: list = []
+    ex = compile_model(model, "llvm", memory_order="brkga", memory_budget=500, memory_report=reports)
+    rep = reports[0]
+    assert rep.method == "brkga" and rep.nodes >= 5 and 0 < rep.evaluations <= 500
+    assert rep.improved and rep.planned_after < rep.planned_before  # four branches into a concat: order matters
+    assert f"{rep.planned_after:,} bytes reordered by brkga" in rep.line()
+    given = compile_model(model, "llvm")
+    xs = [np.asarray(x) for x in model.inputs]
+    for a, b in zip(run_module(None, xs, executable=given), run_module(None, xs, executable=ex)):
+        assert np.array_equal(a, b)
+    with pytest.raises(GraphError, match="use brkga or regal"):
+        reorder_for_memory(None, "anneal")
+
+
+def test_tune_model_memory_budget_is_checked_before_any_work(capsys):
+    rc = main(["tune-model", "--model", "tiny-cnn", "--memory-order", "brkga", "--memory-budget", "0"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.splitlines() == [err] and "--memory-budget 0" in err
+
+
+@pytest.mark.slow  # a tuned model compiled three times and six child processes measuring the VM's peak: ~1 min
+def test_tune_model_memory_order_on_a_users_onnx_model(inception_onnx, tmp_path, capsys):
+    log = tmp_path / "inception.jsonl"
+    rc = main(["tune-model", "--model", str(inception_onnx), "--tuner", "random", "--n-trial", "4", "--compare", "",
+               "--no-knowledge", "--no-progress", "--log", str(log), "--memory-order", "brkga", "--memory-budget",
+               "500", "--number", "1", "--repeat", "1", "--min-repeat-ms", "0"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    lines = [ln for ln in out.splitlines() if ln.startswith("memory")]
+    assert "reordered by brkga" in lines[0] and "lower than" in lines[0], lines
+    assert "VM peak measured" in lines[1] and "outputs identical" in lines[1], lines
+    assert (tmp_path / "inception.so").stat().st_size > 0
