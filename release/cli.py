@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "release.graph.cli",
     "release.distributed.cli",
     "release.knowledge.cli",
+    "release.profile",
 ]
 
 
@@ -29,6 +30,7 @@ EXAMPLES = """examples:
                                                        tune one operator (run again to resume the log)
   release tune-model --model tiny-cnn --n-trial 64     tune every task of a model, compile it, time it
   release bench --tier quick                           tuners x workloads x seeds against AutoTVM's XGBTuner
+  release profile --model resnet18 --log r18.jsonl     per-operator-kind time against ONNX Runtime
   release regal optimize --help                        REGAL graph optimization (op order, placement)
 
 `release COMMAND --help` lists a command's options and their defaults."""

@@ -1,0 +1,401 @@
+"""Where a model's time goes: TVM's kernels and ONNX Runtime's nodes, per operator kind, side by side.
+
+``release profile --model M [--log LOG]`` compiles the model as ``tune-model`` exports it (with the log's best
+records; without a log, TVM's default schedules), times every kernel call of one inference with the Relax VM's
+instrument hook (:meth:`tvm.runtime.vm.VirtualMachine.set_instrument`: a timestamp before and after each call
+instruction; the median over ``runs`` inferences per call), and profiles the same model in ONNX Runtime with its
+own profiler (``SessionOptions.enable_profiling``: per-node kernel times). Both are grouped by operator kind
+(:data:`KINDS`) and the table gives each kind's milliseconds per inference and its share of the gap between the
+two end-to-end latencies.
+
+Kinds are read from what each call computes, not from the model: a convolution's kernel size and groups come
+from its weight's shape (``OIHW`` or the blocked ``OIHW{i}i{o}o``) against its input and output channels, and
+for a weight pre-packed into a layout of the schedule's own from its element count (``numel(w) / (C_out * C_in)``
+is ``KH * KW`` for a dense convolution and below 1 for a depthwise one); ONNX Runtime's nodes by their operator
+type and input shapes.
+
+TVM 0.27's Relax VM has no per-operator profiler (``VirtualMachine.profile`` of earlier releases is gone); the
+instrument hook is its documented replacement. Its cost (a Python call before and after each instruction, a few
+microseconds) is counted in the ``runtime (alloc, shape checks)`` kind with the VM's own builtins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from collections import defaultdict
+
+import numpy as np
+
+#: operator kinds of the table, in its order
+KINDS = ("conv2d 3x3", "conv2d 1x1", "conv2d other kernel", "conv2d depthwise", "conv2d grouped",
+         "dense/matmul", "attention (batch matmul)", "attention (fused)", "softmax/layernorm/GELU", "pooling",
+         "layout transforms", "copies/reshape", "elementwise", "runtime (alloc, shape checks)")
+
+_NORM = re.compile(r"softmax|layer_?norm|gelu|erf|tanh|rms_?norm", re.I)
+_COPY = re.compile(r"transpose|reshape|concat|split|strided_slice|take|squeeze|expand|copy|flatten|gather|slice",
+                   re.I)
+
+
+def _conv_kind(data, weight, out) -> str:
+    """Kind of a convolution from its data, weight and output shapes (any layout: NCHW or blocked NCHWc).
+
+    A weight in ``OIHW`` (4-D) or ``OIHW{i}i{o}o`` (6-D, NCHWc) gives the input channels per group and the
+    kernel size directly; a weight pre-packed into a layout of the schedule's own is read by its element
+    count, ``C_out * C_in / groups * KH * KW``, taken as a dense convolution unless it is smaller than
+    ``C_out * C_in`` (then depthwise when the kernel is square, else grouped)."""
+    def channels(shape):
+        return int(shape[1]) * (int(shape[4]) if len(shape) == 5 else 1)
+
+    def named(k_h, k_w) -> str:
+        return {(1, 1): "conv2d 1x1", (3, 3): "conv2d 3x3"}.get((int(k_h), int(k_w)), "conv2d other kernel")
+
+    try:
+        c_in, c_out, numel = channels(data), channels(out), int(np.prod(weight))
+    except (IndexError, TypeError, ValueError):
+        return "conv2d other kernel"
+    w = [int(d) for d in weight]
+    per_group = None
+    if len(w) == 4 and w[0] == c_out:
+        per_group, kh, kw = w[1], w[2], w[3]
+    elif len(w) == 6 and w[0] * w[5] == c_out:
+        per_group, kh, kw = w[1] * w[4], w[2], w[3]
+    if per_group is not None:
+        if per_group == c_in:
+            return named(kh, kw)
+        return "conv2d depthwise" if per_group == 1 else "conv2d grouped"
+    per_out = numel / max(c_out, 1)  # C_in / groups * KH * KW
+    dense = per_out / max(c_in, 1)  # KH * KW for a dense convolution
+    if dense >= 1:
+        k = int(round(dense ** 0.5))
+        return named(k, k) if k * k == round(dense) else "conv2d other kernel"
+    return "conv2d depthwise" if round(per_out) in (1, 4, 9, 16, 25, 49) and c_in == c_out else "conv2d grouped"
+
+
+def tvm_kind(symbol: str, shapes: list) -> str:
+    """Operator kind of one TVM kernel call (:data:`KINDS`) from its function name and argument shapes."""
+    s = symbol.lower()
+    if s.startswith("vm.") or s.startswith("__"):
+        return "runtime (alloc, shape checks)"
+    if "conv" in s and len(shapes) >= 3:
+        inner = shapes[1:-1]
+        weight = max(inner, key=lambda t: int(np.prod(t)) if t else 0)
+        return _conv_kind(shapes[0], weight, shapes[-1])
+    if "matmul" in s or "dense" in s:
+        operands = shapes[:2]
+        if len(operands) == 2 and all(len(t) >= 3 and int(np.prod(t[:-2])) > 1 for t in operands):
+            return "attention (batch matmul)"
+        return "dense/matmul"
+    if "layout_transform" in s:
+        return "layout transforms"
+    if _NORM.search(s):
+        return "softmax/layernorm/GELU"
+    if "pool" in s:
+        return "pooling"
+    if _COPY.search(s):
+        return "copies/reshape"
+    return "elementwise"
+
+
+def ort_kind(op: str, shapes: list) -> str:
+    """Operator kind of one ONNX Runtime node (:data:`KINDS`) from its operator type and input shapes."""
+    if op in ("Conv", "FusedConv", "NhwcConv", "ConvTranspose") and len(shapes) >= 2:
+        w = shapes[1]
+        if len(w) == 4:
+            if int(w[1]) == 1 and int(w[0]) > 1:
+                return "conv2d depthwise"
+            return {(1, 1): "conv2d 1x1", (3, 3): "conv2d 3x3"}.get((int(w[2]), int(w[3])), "conv2d other kernel")
+        return "conv2d other kernel"
+    if op in ("Attention", "MultiHeadAttention", "GroupQueryAttention"):
+        return "attention (fused)"
+    if op in ("MatMul", "Gemm", "FusedMatMul", "FusedGemm", "MatMulNBits", "MatMulInteger"):
+        if len(shapes) >= 2 and all(len(t) >= 3 and int(np.prod(t[:-2])) > 1 for t in shapes[:2]):
+            return "attention (batch matmul)"
+        return "dense/matmul"
+    if op in ("ReorderInput", "ReorderOutput", "ReorderWeight"):
+        return "layout transforms"
+    if _NORM.search(op) or op in ("Erf", "BiasGelu", "FastGelu", "SkipLayerNormalization"):
+        return "softmax/layernorm/GELU"
+    if "Pool" in op:
+        return "pooling"
+    if _COPY.search(op) or op in ("Unsqueeze", "Identity", "Shape"):
+        return "copies/reshape"
+    return "elementwise"
+
+
+def profile_tvm(executable, inputs, runs: int = 10) -> dict:
+    """Per-call times of one inference of ``executable`` (the Relax VM's instrument hook).
+
+    Parameters
+    ----------
+    executable : tvm.runtime.Executable
+        A compiled model (``release.model.compile_model``).
+    inputs : list of ndarray
+        ``main``'s arguments.
+    runs : int
+        Inferences timed after one warm-up (default 10); each call's time is its median over them.
+
+    Returns
+    -------
+    dict
+        ``calls``: ``[{"symbol", "kind", "shapes", "ms"}]`` in execution order; ``kinds``: ``{kind: ms per
+        inference}``; ``total_ms`` (their sum); ``runs``.
+    """
+    import tvm
+    from tvm import relax
+
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    args = [tvm.runtime.tensor(x) for x in inputs]
+    vm["main"](*args)  # warm-up: the thread pool, first-touch of storage
+    seen: list = []
+    times: list = []
+    stack: list = []
+    record = [True]  # argument shapes of the first timed inference only
+
+    def instrument(func, symbol, before, ret, *call_args):
+        if before:
+            stack.append(time.perf_counter_ns())
+            if record[0]:
+                seen.append((symbol, [tuple(int(d) for d in a.shape) for a in call_args if hasattr(a, "shape")]))
+        else:
+            times[-1].append((time.perf_counter_ns() - stack.pop()) / 1e6)
+        return 0
+
+    vm.set_instrument(instrument)
+    for r in range(max(1, int(runs))):
+        times.append([])
+        vm["main"](*args)
+        record[0] = False
+    n = min(len(t) for t in times)
+    med = np.median(np.asarray([t[:n] for t in times]), axis=0)
+    calls = [{"symbol": s, "kind": tvm_kind(s, sh), "shapes": sh, "ms": float(m)} for (s, sh), m in zip(seen, med)]
+    kinds: dict = defaultdict(float)
+    for c in calls:
+        kinds[c["kind"]] += c["ms"]
+    return {"calls": calls, "kinds": dict(kinds), "total_ms": float(sum(kinds.values())), "runs": int(runs)}
+
+
+def profile_ort(onnx_path: str, inputs, threads: int, runs: int = 10) -> dict:
+    """Per-node kernel times of ONNX Runtime on ``onnx_path`` (its own profiler), per inference.
+
+    Parameters
+    ----------
+    onnx_path : str
+    inputs : list of ndarray
+        The graph's inputs, in order.
+    threads : int
+        ``intra_op_num_threads`` (the target's threads, as TVM's); ``inter_op_num_threads`` 1.
+    runs : int
+        Profiled inferences after one warm-up (default 10); per node the median.
+
+    Returns
+    -------
+    dict
+        ``nodes``: ``[{"name", "op", "kind", "shapes", "ms"}]``; ``kinds``; ``total_ms``; ``version``.
+
+    Raises
+    ------
+    ImportError
+        onnxruntime is not installed (``pip install 'release-tvm[bench]'``).
+    """
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory() as tmp:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = int(threads)
+        so.inter_op_num_threads = 1
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(tmp, "ort")
+        sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
+        feed = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
+        sess.run(None, feed)  # warm-up (its events are dropped below: the first run's)
+        for _ in range(max(1, int(runs))):
+            sess.run(None, feed)
+        path = sess.end_profiling()
+        with open(path) as f:
+            events = json.load(f)
+    per: dict = defaultdict(list)
+    info: dict = {}
+    for e in events:
+        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time"):
+            continue
+        args = e.get("args", {})
+        name = e["name"][: -len("_kernel_time")]
+        per[name].append(float(e.get("dur", 0)) / 1e3)
+        if name not in info:
+            shapes = []
+            for d in args.get("input_type_shape", []):
+                shapes.extend(tuple(int(x) for x in v) for v in d.values())
+            info[name] = (args.get("op_name", "?"), shapes)
+    nodes = []
+    for name, ts in per.items():
+        ts = ts[1:] if len(ts) > runs else ts  # drop the warm-up's
+        op, shapes = info[name]
+        nodes.append({"name": name, "op": op, "kind": ort_kind(op, shapes), "shapes": shapes,
+                      "ms": float(np.median(ts))})
+    kinds: dict = defaultdict(float)
+    for nd in nodes:
+        kinds[nd["kind"]] += nd["ms"]
+    return {"nodes": nodes, "kinds": dict(kinds), "total_ms": float(sum(kinds.values())), "version": ort.__version__}
+
+
+def gap_table(tvm_kinds: dict, ort_kinds: dict) -> list[dict]:
+    """Rows per kind: ``tvm_ms``, ``ort_ms``, ``gap_ms`` (TVM - ORT) and ``share`` of the total gap (None when
+    TVM is not behind in total); kinds neither has are left out, the order is :data:`KINDS`."""
+    total_gap = sum(tvm_kinds.values()) - sum(ort_kinds.values())
+    rows = []
+    for k in KINDS:
+        a, b = tvm_kinds.get(k, 0.0), ort_kinds.get(k, 0.0)
+        if not a and not b:
+            continue
+        rows.append({"kind": k, "tvm_ms": a, "ort_ms": b, "gap_ms": a - b,
+                     "share": (a - b) / total_gap if total_gap > 0 else None})
+    return rows
+
+
+def markdown(rows: list, tvm_total: float, ort_total: float, title: str = "") -> str:
+    """The table as Markdown: per kind TVM ms, ONNX Runtime ms, the gap and its share."""
+    lines = ([f"### {title}", ""] if title else []) + [
+        "| operator kind | TVM ms | ONNX Runtime ms | gap ms (TVM - ORT) | share of the gap |", "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        share = "-" if r["share"] is None else f"{100 * r['share']:.0f}%"
+        lines.append(f"| {r['kind']} | {r['tvm_ms']:.3f} | {r['ort_ms']:.3f} | {r['gap_ms']:+.3f} | {share} |")
+    lines.append(f"| **all kernels** | **{tvm_total:.3f}** | **{ort_total:.3f}** | **{tvm_total - ort_total:+.3f}** | |")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["KINDS", "tvm_kind", "ort_kind", "profile_tvm", "profile_ort", "gap_table", "markdown"]
+
+
+def _ort_latency_ms(onnx_path: str, inputs, threads: int, number: int = 10, repeat: int = 5) -> float:
+    """ONNX Runtime's end-to-end latency without its profiler: the fastest of ``repeat`` means of ``number``
+    runs after a warm-up (the statistic of :func:`release.model.evaluate`'s ``fastest_ms``)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = int(threads)
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
+    feed = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
+    sess.run(None, feed)
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            sess.run(None, feed)
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best * 1e3
+
+
+def _onnx_file(model, folder: str) -> str:
+    """The model as an ONNX file: its own for an ONNX import, else its PyTorch module exported
+    (:func:`release.reference.onnx_exportable`, the TorchScript exporter)."""
+    if getattr(model, "onnx_path", None):
+        return model.onnx_path
+    import torch
+
+    from .errors import ModelError
+    from .reference import onnx_exportable
+
+    if getattr(model, "torch_module", None) is None:
+        raise ModelError(f"{model.name}: no PyTorch module or ONNX file to give ONNX Runtime")
+    path = os.path.join(folder, f"{model.name}.onnx")
+    with torch.no_grad():
+        torch.onnx.export(onnx_exportable(model.torch_module), tuple(torch.from_numpy(np.asarray(x))
+                                                                   for x in model.inputs), path, dynamo=False)
+    return path
+
+
+def cmd_profile(args) -> int:
+    """``release profile``: see the module docstring."""
+    from . import model as M
+    from .commands import check_model_arg
+    from .errors import ReleaseError
+    from .target import resolve_target
+    from .threads import thread_count, timing_priority, use_threads
+
+    check_model_arg(args.model)
+    try:
+        runs = int(args.runs)
+    except ValueError:
+        runs = 0
+    if runs < 1:
+        raise ReleaseError(f"--runs {args.runs}: give a positive number of profiled inferences, e.g. 10")
+    if args.log and not os.path.isfile(args.log):
+        raise ReleaseError(f"--log {args.log} does not exist; give the log tune-model wrote (or no --log: TVM's "
+                           "default schedules)")
+    target = resolve_target(args.target)
+    threads = thread_count(target)
+    use_threads(threads)
+    model = M.load_model(args.model)
+    layout = M.default_layout(target) if args.layout == M.AUTO_LAYOUT else args.layout
+    db, what = None, "TVM's default schedules (no --log)"
+    if args.log:
+        from .measure import apply_history_best
+
+        tasks = M.extract_tasks(model, target, layout=layout)
+        hist = apply_history_best(args.log)
+        db = hist.database(tasks)
+        what = f"{len(tasks)} tasks' best records of {args.log}, conv2d layout {layout}"
+        note = hist.report(retune=f"release tune-model --model {args.model} --log NEW.jsonl")
+        if note:
+            print(f"note     {note}")
+    ex = M.compile_model(model, target, db, layout=layout if db is not None else None)
+    timing_priority()
+    e2e = M.evaluate(model, ex, threads=threads)
+    tvm_prof = profile_tvm(ex, model.inputs, runs)
+    print(f"model    {model.name} on {threads} threads: {what}")
+    print(f"tvm      {e2e['fastest_ms']:.3f} ms end to end (fastest of repeats, output checked); its kernel calls "
+          f"sum to {tvm_prof['total_ms']:.3f} ms (median of {runs} inferences per call, instrument hook)")
+    out: dict = {"model": model.name, "threads": threads, "log": args.log, "layout": layout,
+                 "tvm": {"fastest_ms": e2e["fastest_ms"], **tvm_prof}}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = _onnx_file(model, tmp)
+            inputs = [np.asarray(x) for x in model.inputs]
+            ort_prof = profile_ort(path, inputs, threads, runs)
+            ort_ms = _ort_latency_ms(path, inputs, threads)
+        print(f"ort      {ort_ms:.3f} ms end to end (onnxruntime {ort_prof['version']}, fastest of repeats); its "
+              f"nodes sum to {ort_prof['total_ms']:.3f} ms (its profiler, median of {runs} inferences per node)")
+        out["onnxruntime"] = {"fastest_ms": ort_ms, **ort_prof}
+        rows = gap_table(tvm_prof["kinds"], ort_prof["kinds"])
+        ort_total = ort_prof["total_ms"]
+    except ImportError:
+        print("ort      onnxruntime is not installed (pip install 'release-tvm[bench]'): TVM's kinds only")
+        rows, ort_total = gap_table(tvm_prof["kinds"], {}), 0.0
+    except Exception as err:  # noqa: BLE001 - the reference is optional; say why it is missing
+        from .errors import error_line
+
+        print(f"ort      ONNX Runtime failed: {error_line(err, first=True)}: TVM's kinds only")
+        rows, ort_total = gap_table(tvm_prof["kinds"], {}), 0.0
+    out["rows"] = rows
+    table = markdown(rows, tvm_prof["total_ms"], ort_total)
+    print()
+    print(table)
+    top = sorted(tvm_prof["calls"], key=lambda c: -c["ms"])[:5]
+    print("slowest TVM kernel calls: " + "; ".join(f"{c['symbol']} ({c['kind']}) {c['ms']:.3f} ms" for c in top))
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(out, f, indent=1)
+        with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
+            f.write(f"# Profile of {model.name} ({threads} threads; {what})\n\n{table}")
+        print(f"wrote    {args.out} and {os.path.splitext(args.out)[0]}.md")
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add ``release profile`` to the top-level CLI."""
+    p = subparsers.add_parser("profile", help="per-operator-kind time of a (tuned) model against ONNX Runtime's")
+    p.add_argument("--model", default="resnet18", help="built-in model name or an .onnx file (default resnet18)")
+    p.add_argument("--log", default=None, help="the tune-model log whose best records compile the model "
+                   "(default: none, TVM's default schedules)")
+    p.add_argument("--target", default="llvm", help="'llvm' (this CPU) or a JSON dict")
+    p.add_argument("--layout", default="auto", help="conv2d layout the log's tasks were extracted with (default "
+                   "auto: as tune-model's default)")
+    p.add_argument("--runs", default="10", help="profiled inferences; each call's time is the median (default 10)")
+    p.add_argument("--out", default=None, help="write the profile as JSON here (and the table beside it as .md)")
+    p.set_defaults(func=cmd_profile)

@@ -1,0 +1,90 @@
+"""``release profile``: per-operator-kind time of a compiled model beside ONNX Runtime's, and the classifier of
+kernel calls and ONNX nodes into kinds (any layout, pre-packed weights included)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from release.cli import main
+from release.profile import KINDS, gap_table, ort_kind, tvm_kind
+
+
+@pytest.mark.parametrize("symbol,shapes,kind", [
+    ("fused_conv2d_add_relu", [(1, 64, 56, 56), (64, 64, 3, 3), (1, 64, 1, 1), (1, 64, 56, 56)], "conv2d 3x3"),
+    # NCHWc: blocked activations, a 6-D blocked weight
+    ("fused_conv2d_NCHWc_add", [(1, 4, 56, 56, 16), (16, 4, 1, 1, 16, 16), (1, 16, 1, 1, 16), (1, 16, 56, 56, 16)],
+     "conv2d 1x1"),
+    # a weight pre-packed into a layout of the schedule's own: classed by element count alone
+    ("fused_conv2d_NCHWc1_relu", [(1, 8, 28, 28, 16), (4, 2, 3, 8, 3, 16, 16), (1, 8, 28, 28, 16)], "conv2d 3x3"),
+    ("fused_conv2d_NCHWc7", [(1, 8, 28, 28, 16), (8, 2, 8, 16, 8), (1, 8, 28, 28, 16)], "conv2d 1x1"),
+    ("conv2d", [(1, 3, 224, 224), (64, 3, 7, 7), (1, 64, 112, 112)], "conv2d other kernel"),
+    ("fused_conv2d3_add_clip", [(1, 96, 56, 56), (96, 1, 3, 3), (1, 96, 1, 1), (1, 96, 56, 56)], "conv2d depthwise"),
+    ("fused_conv2d_NCHWc2", [(1, 6, 56, 56, 16), (6, 1, 3, 3, 1, 16), (1, 6, 56, 56, 16)], "conv2d depthwise"),
+    ("conv2d5", [(1, 64, 28, 28), (64, 16, 3, 3), (1, 64, 28, 28)], "conv2d grouped"),
+    ("fused_matmul_add_gelu", [(1, 128, 768), (768, 3072), (3072,), (1, 128, 3072)], "dense/matmul"),
+    ("matmul3", [(1, 12, 128, 64), (1, 12, 64, 128), (1, 12, 128, 128)], "attention (batch matmul)"),
+    ("softmax", [(1, 12, 128, 128), (1, 12, 128, 128)], "softmax/layernorm/GELU"),
+    ("fused_layer_norm_add", [(1, 128, 768), (768,), (768,), (1, 128, 768)], "softmax/layernorm/GELU"),
+    ("layout_transform3", [(1, 64, 56, 56), (1, 4, 56, 56, 16)], "layout transforms"),
+    ("max_pool2d", [(1, 64, 112, 112), (1, 64, 56, 56)], "pooling"),
+    ("transpose1", [(1, 128, 12, 64), (1, 12, 128, 64)], "copies/reshape"),
+    ("fused_batch_norm_relu", [(1, 64, 56, 56), (64,), (1, 64, 56, 56)], "elementwise"),
+    ("vm.builtin.alloc_storage", [], "runtime (alloc, shape checks)"),
+])
+def test_tvm_kernel_kinds(symbol, shapes, kind):
+    assert tvm_kind(symbol, shapes) == kind
+
+
+@pytest.mark.parametrize("op,shapes,kind", [
+    ("Conv", [(1, 64, 56, 56), (64, 64, 3, 3), (64,)], "conv2d 3x3"),
+    ("FusedConv", [(1, 64, 56, 56), (256, 64, 1, 1)], "conv2d 1x1"),
+    ("Conv", [(1, 96, 56, 56), (96, 1, 3, 3)], "conv2d depthwise"),
+    ("MatMul", [(1, 128, 768), (768, 768)], "dense/matmul"),
+    ("MatMul", [(1, 12, 128, 64), (1, 12, 64, 128)], "attention (batch matmul)"),
+    ("Attention", [(1, 128, 768), (768, 2304)], "attention (fused)"),
+    ("SkipLayerNormalization", [(1, 128, 768)], "softmax/layernorm/GELU"),
+    ("ReorderInput", [(1, 64, 56, 56)], "layout transforms"),
+    ("GlobalAveragePool", [(1, 512, 7, 7)], "pooling"),
+    ("Reshape", [(1, 512, 1, 1), (2,)], "copies/reshape"),
+    ("Add", [(1, 64, 56, 56), (1, 64, 56, 56)], "elementwise"),
+])
+def test_onnx_runtime_node_kinds(op, shapes, kind):
+    assert ort_kind(op, shapes) == kind
+
+
+def test_gap_table_shares_the_gap_between_kinds():
+    rows = gap_table({"conv2d 3x3": 6.0, "elementwise": 1.0}, {"conv2d 3x3": 3.0, "elementwise": 2.0})
+    by = {r["kind"]: r for r in rows}
+    assert by["conv2d 3x3"]["gap_ms"] == 3.0 and by["conv2d 3x3"]["share"] == pytest.approx(1.5)
+    assert by["elementwise"]["share"] == pytest.approx(-0.5)  # a kind where TVM is ahead takes from the gap
+    assert [r["kind"] for r in rows] == ["conv2d 3x3", "elementwise"]  # the order of KINDS
+    assert all(r["share"] is None for r in gap_table({"elementwise": 1.0}, {"elementwise": 2.0}))
+
+
+def test_profile_cli_on_tiny_cnn(tmp_path, capsys):
+    out = tmp_path / "prof" / "tiny.json"
+    rc = main(["profile", "--model", "tiny-cnn", "--runs", "3", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    d = json.loads(out.read_text())
+    calls = d["tvm"]["calls"]
+    assert calls and all(c["kind"] in KINDS and c["ms"] >= 0 for c in calls)
+    assert {"conv2d 3x3", "dense/matmul"} <= {c["kind"] for c in calls}  # tiny-cnn: a 3x3 conv and a dense layer
+    assert d["tvm"]["total_ms"] == pytest.approx(sum(d["tvm"]["kinds"].values()))
+    nodes = d["onnxruntime"]["nodes"]
+    assert {"conv2d 3x3", "dense/matmul"} <= {n["kind"] for n in nodes}
+    assert {r["kind"] for r in d["rows"]} <= set(KINDS)
+    assert "| operator kind | TVM ms | ONNX Runtime ms" in text and (tmp_path / "prof" / "tiny.md").exists()
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--runs", "0"], "--runs 0"),
+    (["--log", "no/such.jsonl"], "does not exist"),
+    (["--model", "nosuchmodel"], "unknown model"),
+])
+def test_profile_bad_input_is_one_line(argv, msg, capsys):
+    rc = main(["profile", "--model", "tiny-cnn", *argv] if "--model" not in argv else ["profile", *argv])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and msg in err, err
