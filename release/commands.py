@@ -105,9 +105,9 @@ def register(subparsers) -> None:
                    help="reorder the exported model's kernel calls so TVM's memory planner plans fewer bytes "
                         "(BRKGA on a replay of TVM's planner; regal: biased by REGAL's policy); prints planned and "
                         "measured peak memory before and after; kept only when TVM plans it smaller and the "
-                        "outputs are identical (default: TVM's order)")
+                        "outputs are identical; without it, TVM's order")
     p.add_argument("--memory-budget", default="2000",
-                   help="with --memory-order: objective evaluations of the search (default 2000)")
+                   help="with --memory-order: objective evaluations of the search")
     _add_measure_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
@@ -747,11 +747,11 @@ def _memory_order(args, model, target, db, layout, ex, budget: int, progress: bo
     import numpy as np
 
     from . import model as M
-    from .graph.relax_apply import measure_vm_peak, measured_change, run_module
+    from .graph.relax_apply import measure_vm_peak, measured_change, memory_order_pass, run_module
 
     reports: list = []
-    mex = M.compile_model(model, target, db, progress=progress, layout=layout, memory_order=args.memory_order,
-                          memory_budget=budget, memory_report=reports)
+    mex = M.compile_model(model, target, db, progress=progress, layout=layout,
+                          before_lowering=memory_order_pass(args.memory_order, budget, reports))
     rep = reports[0]
     print(f"memory   {rep.line()}", flush=True)
     if not rep.improved:

@@ -862,8 +862,7 @@ def schedule_knobless(mod, target):
 
 
 def compile_model(model: Model, target, database=None, prepack: bool | None = None, progress: bool = False,
-                  layout: str | None = None, memory_order: str | None = None, memory_budget: int = 2000,
-                  memory_report: list | None = None):
+                  layout: str | None = None, before_lowering=None):
     """Compile ``model`` with the tuned functions of ``database``; ``database=None`` gives the untuned build.
 
     With a database, functions that have no knob to tune (elementwise ops, transposes, layout
@@ -890,13 +889,10 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
         As the tasks were extracted (default NCHW). The blocked model keeps NCHW inputs and outputs;
         only the boundaries of its blocked region transform activations, the weights are transformed
         at compile time (:func:`layout_passes`).
-    memory_order : str, optional
-        ``"brkga"`` or ``"regal"``: right before lowering, reorder ``main``'s kernel calls so that
-        TVM's memory planner plans fewer bytes (:func:`release.graph.relax_apply.reorder_for_memory`,
-        ``memory_budget`` evaluations; kept only when TVM plans the order smaller). Default None:
-        TVM's order.
-    memory_report : list, optional
-        Gets the :class:`release.graph.relax_apply.MemoryOrderReport` appended.
+    before_lowering : callable, optional
+        ``IRModule -> IRModule``, run on the fused module with the database applied (and weights
+        pre-packed), right before lowering: e.g. a kernel-call order for TVM's memory planner
+        (``tune-model --memory-order``: :func:`release.graph.relax_apply.reorder_for_memory`).
 
     Raises
     ------
@@ -952,12 +948,8 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
         if post:
             mod = tvm.transform.Sequential(post)(mod)
             _stage("weights pre-packed")
-        if memory_order:
-            from .graph.relax_apply import reorder_for_memory
-
-            mod, rep = reorder_for_memory(mod, memory_order, memory_budget)
-            if memory_report is not None:
-                memory_report.append(rep)
+        if before_lowering is not None:
+            mod = before_lowering(mod)
         mod = tvm.transform.Sequential(lower)(mod)
         _stage("lowered; generating code")
         return mod

@@ -390,12 +390,12 @@ def cmd_profile(args) -> int:
 def register(subparsers) -> None:
     """Add ``release profile`` to the top-level CLI."""
     p = subparsers.add_parser("profile", help="per-operator-kind time of a (tuned) model against ONNX Runtime's")
-    p.add_argument("--model", default="resnet18", help="built-in model name or an .onnx file (default resnet18)")
+    p.add_argument("--model", default="resnet18", help="built-in model name or an .onnx file")
     p.add_argument("--log", default=None, help="the tune-model log whose best records compile the model "
-                   "(default: none, TVM's default schedules)")
+                   "(without it: TVM's default schedules)")
     p.add_argument("--target", default="llvm", help="'llvm' (this CPU) or a JSON dict")
-    p.add_argument("--layout", default="auto", help="conv2d layout the log's tasks were extracted with (default "
-                   "auto: as tune-model's default)")
-    p.add_argument("--runs", default="10", help="profiled inferences; each call's time is the median (default 10)")
+    p.add_argument("--layout", default="auto", help="conv2d layout the log's tasks were extracted with (auto: "
+                   "as tune-model's default)")
+    p.add_argument("--runs", default="10", help="profiled inferences; each call's time is the median")
     p.add_argument("--out", default=None, help="write the profile as JSON here (and the table beside it as .md)")
     p.set_defaults(func=cmd_profile)

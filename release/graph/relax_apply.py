@@ -432,7 +432,7 @@ def reorder_for_memory(mod, method: str = "brkga", budget: int = 2000, seed: int
     the search is biased by REGAL's policy trained on TVM's plan (the shipped checkpoint). The best order
     is applied only when TVM plans it strictly smaller (REGAL, Paliwal et al. ICLR 2020, Sec. 3; the
     check is ``release regal apply``'s). This is what ``tune-model --memory-order`` runs on the tuned
-    model right before lowering.
+    model right before lowering (:func:`memory_order_pass`).
 
     Parameters
     ----------
@@ -493,3 +493,15 @@ def reorder_for_memory(mod, method: str = "brkga", budget: int = 2000, seed: int
                             time.perf_counter() - t0)
     logger.info("reorder_for_memory: %s", rep.line())
     return out, rep
+
+
+def memory_order_pass(method: str = "brkga", budget: int = 2000, reports: list | None = None, seed: int = 0):
+    """:func:`reorder_for_memory` as a module function for ``release.model.compile_model(before_lowering=)``:
+    ``IRModule -> IRModule``, each :class:`MemoryOrderReport` appended to ``reports``."""
+    def run(mod):
+        new, rep = reorder_for_memory(mod, method, budget, seed)
+        if reports is not None:
+            reports.append(rep)
+        return new
+
+    return run

@@ -673,8 +673,8 @@ class KnowledgeBase:
         out = []
         for path in self.shards():
             try:
-                d, got = shard_index(self.path, path, self._check_header(path, log), write=self._index,
-                                     cache=self._indexes.get(path))
+                d, got = shard_index(self.path, path, self._check_header(path, log), record_identity, workload_digest,
+                                     write=self._index, cache=self._indexes.get(path))
             except OSError as err:
                 stats["bad_shards"] += 1
                 logger.warning("knowledge: skipped shard %s: %s", path, err)

@@ -88,7 +88,8 @@ def _save(path: str, d: dict) -> bool:
         return False
 
 
-def shard_index(base: str, shard: str, check_header, write: bool = True, cache: dict | None = None):
+def shard_index(base: str, shard: str, check_header, identity, digest, write: bool = True,
+                cache: dict | None = None):
     """The up-to-date index of one shard, reading only the lines the stored index does not cover.
 
     Parameters
@@ -100,6 +101,9 @@ def shard_index(base: str, shard: str, check_header, write: bool = True, cache: 
     check_header : callable
         ``check_header(first_line_text)`` returns the shard's format version, None when the file is not a
         shard, and raises :class:`release.knowledge.base.KnowledgeError` for a version this release cannot read.
+    identity, digest : callable
+        A record's identity as bytes (:func:`release.knowledge.base.record_identity`) and the workload
+        digest of a task key (:func:`release.knowledge.base.workload_digest`).
     write : bool
         Store the updated index (default True); False for read-only sources such as the shipped pack.
     cache : dict, optional
@@ -111,8 +115,6 @@ def shard_index(base: str, shard: str, check_header, write: bool = True, cache: 
         The index (None when the file is not a shard) and this read's stats: ``parsed`` (lines parsed now),
         ``bad_tail`` (an unreadable last line without a newline: a write cut by a crash).
     """
-    from .base import record_identity, workload_digest
-
     stats = {"parsed": 0, "bad_tail": 0}
     try:
         f = open(shard, "rb")
@@ -150,12 +152,12 @@ def shard_index(base: str, shard: str, check_header, write: bool = True, cache: 
             except (ValueError, TypeError):
                 d["bad_lines"] += 1
                 continue
-            digest = workload_digest(rec.task)
-            if rec.tuner != "ms-database" and digest not in names:
-                names[digest] = [rec.name, rec.flop]
+            wl = digest(rec.task)
+            if rec.tuner != "ms-database" and wl not in names:
+                names[wl] = [rec.name, rec.flop]
             cost = rec.mean_cost if rec.ok else None
-            groups.setdefault((digest, rec.target, rec.machine), []).append(
-                [record_identity(rec).hex()[:ID_HEX], cost, start, len(raw)])
+            groups.setdefault((wl, rec.target, rec.machine), []).append(
+                [identity(rec).hex()[:ID_HEX], cost, start, len(raw)])
         d["size"] = offset
     if write and stats["parsed"]:
         _save(index_path(base, shard), d)

@@ -70,13 +70,13 @@ def test_compile_model_reorders_kernel_calls_for_tvms_memory_plan():
     import numpy as np
 
     from release.errors import GraphError
-    from release.graph.relax_apply import reorder_for_memory, run_module
+    from release.graph.relax_apply import memory_order_pass, reorder_for_memory, run_module
     from release.model import compile_model
 
     module, inputs = build_model("inception")
     model = load_model(module, inputs)
     reports: list = []
-    ex = compile_model(model, "llvm", memory_order="brkga", memory_budget=500, memory_report=reports)
+    ex = compile_model(model, "llvm", before_lowering=memory_order_pass("brkga", 500, reports))
     rep = reports[0]
     assert rep.method == "brkga" and rep.nodes >= 5 and 0 < rep.evaluations <= 500
     assert rep.improved and rep.planned_after < rep.planned_before  # four branches into a concat: order matters
