@@ -126,6 +126,22 @@ def ort_kind(op: str, shapes: list) -> str:
     return "elementwise"
 
 
+def call_flop(kind: str, shapes: list) -> float:
+    """FLOPs of one convolution or matmul call from its shapes (multiply-adds x 2; 0 for other kinds):
+    a convolution ``2 * numel(out) * numel(weight) / C_out``, a matmul ``2 * numel(out) * K``."""
+    try:
+        if kind.startswith("conv2d") and len(shapes) >= 3:
+            out = shapes[-1]
+            c_out = int(out[1]) * (int(out[4]) if len(out) == 5 else 1)
+            weight = max(shapes[1:-1], key=lambda t: int(np.prod(t)) if t else 0)
+            return 2.0 * float(np.prod(out)) * float(np.prod(weight)) / max(c_out, 1)
+        if kind in ("dense/matmul", "attention (batch matmul)") and len(shapes) >= 3:
+            return 2.0 * float(np.prod(shapes[-1])) * int(shapes[0][-1])
+    except (IndexError, TypeError, ValueError):
+        pass
+    return 0.0
+
+
 def profile_tvm(executable, inputs, runs: int = 10) -> dict:
     """Per-call times of one inference of ``executable`` (the Relax VM's instrument hook).
 
@@ -141,7 +157,8 @@ def profile_tvm(executable, inputs, runs: int = 10) -> dict:
     Returns
     -------
     dict
-        ``calls``: ``[{"symbol", "kind", "shapes", "ms"}]`` in execution order; ``kinds``: ``{kind: ms per
+        ``calls``: ``[{"symbol", "kind", "shapes", "ms", "gflop"}]`` in execution order (``gflop``: of a
+        convolution or matmul, :func:`call_flop`; 0 for the rest); ``kinds``: ``{kind: ms per
         inference}``; ``total_ms`` (their sum); ``runs``.
     """
     import tvm
@@ -171,7 +188,10 @@ def profile_tvm(executable, inputs, runs: int = 10) -> dict:
         record[0] = False
     n = min(len(t) for t in times)
     med = np.median(np.asarray([t[:n] for t in times]), axis=0)
-    calls = [{"symbol": s, "kind": tvm_kind(s, sh), "shapes": sh, "ms": float(m)} for (s, sh), m in zip(seen, med)]
+    calls = []
+    for (sym, sh), m in zip(seen, med):
+        kind = tvm_kind(sym, sh)
+        calls.append({"symbol": sym, "kind": kind, "shapes": sh, "ms": float(m), "gflop": call_flop(kind, sh) / 1e9})
     kinds: dict = defaultdict(float)
     for c in calls:
         kinds[c["kind"]] += c["ms"]
@@ -375,8 +395,31 @@ def cmd_profile(args) -> int:
     table = markdown(rows, tvm_prof["total_ms"], ort_total)
     print()
     print(table)
+    from .target import fma_peak
+
+    peak = fma_peak(target)
+    out["peak"] = peak
+    gflop = sum(c["gflop"] for c in tvm_prof["calls"])
+    if peak["gflops"]:
+        model_gflops = gflop / (e2e["fastest_ms"] * 1e-3)
+        print(f"peak     the CPU's FMA peak: {peak['note']} = {peak['gflops']:.0f} GFLOPS; the model's convolutions "
+              f"and matmuls ({gflop:.3f} GFLOP an inference) run at {model_gflops:.1f} GFLOPS end to end, "
+              f"{100 * model_gflops / peak['gflops']:.0f}% of it")
+        out["model_gflops"] = model_gflops
     top = sorted(tvm_prof["calls"], key=lambda c: -c["ms"])[:5]
-    print("slowest TVM kernel calls: " + "; ".join(f"{c['symbol']} ({c['kind']}) {c['ms']:.3f} ms" for c in top))
+
+    def rate(c) -> str:
+        if not c["gflop"] or not c["ms"]:
+            return ""
+        g = c["gflop"] / (c["ms"] * 1e-3)
+        share = f", {100 * g / peak['gflops']:.0f}% of peak" if peak["gflops"] else ""
+        return f", {g:.0f} GFLOPS{share}"
+
+    print("hottest  " + "; ".join(f"{c['symbol']} ({c['kind']}) {c['ms']:.3f} ms{rate(c)}" for c in top))
+    if peak["gflops"] and any(c["gflop"] and c["ms"] and c["gflop"] / (c["ms"] * 1e-3) > peak["gflops"]
+                              for c in tvm_prof["calls"]):
+        print("note     a kernel runs above the computed peak: the CPU runs faster than the clock it reports "
+              "(boost clock), so the percentages are upper bounds")
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:

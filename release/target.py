@@ -500,3 +500,51 @@ def ensure_tensor_intrinsics(target=None) -> None:
         if name not in sys.modules:
             logger.debug("registering tensor intrinsics %s", name)
             importlib.import_module(name)
+
+
+#: FMA instructions of the widest vector width each CPU family issues per cycle and core (fp32). Not
+#: something a machine reports: from the vendors' optimization manuals. AMD Zen 4 runs AVX-512 on 256-bit
+#: halves (one 512-bit FMA a cycle), Zen 5 server parts have two full 512-bit pipes; Intel's AVX-512 server
+#: parts two ports (some Xeon Silver/Bronze one), its client parts with AVX-512 one; AVX2 cores two 256-bit.
+FMA_UNITS = {"znver4": 1, "znver5": 2, "rocketlake": 1, "icelake-client": 1, "tigerlake": 1, "znver1": 1}
+_FMA_UNITS_DEFAULT = 2
+
+
+def fma_peak(target=None) -> dict:
+    """The CPU's fp32 FMA peak: vector lanes x FMA units x 2 FLOP x clock x cores.
+
+    Parameters
+    ----------
+    target : str, dict or tvm.target.Target, optional
+        An LLVM target (default this host's: :func:`resolve_target` of ``"llvm"``); its ISA class gives the
+        lanes (AVX-512 16, AVX2/AVX 8, SSE/NEON 4), its ``mcpu`` the FMA units (:data:`FMA_UNITS`, else 2),
+        its ``num-cores`` the cores.
+
+    Returns
+    -------
+    dict
+        ``lanes``, ``fma_units``, ``ghz`` (``cpu MHz`` of ``/proc/cpuinfo``: the clock the machine reports,
+        nominal on most VMs, not the turbo clock), ``cores``, ``gflops`` (the peak, GFLOPS), ``mcpu``, and
+        ``note`` saying where each factor comes from. ``gflops`` is None when the clock is unknown.
+    """
+    d = json.loads(target_to_json(resolve_target(target or "llvm")))
+    cls = isa_class(d)
+    lanes = 16 if cls.endswith("avx512") else 8 if cls.endswith(("avx2", "avx")) else 4
+    mcpu = d.get("mcpu") or "generic"
+    units = FMA_UNITS.get(mcpu, _FMA_UNITS_DEFAULT)
+    cores = int(d.get("num-cores") or os.cpu_count() or 1)
+    ghz = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("cpu MHz"):
+                    ghz = float(line.split(":")[1]) / 1e3
+                    break
+    except (OSError, ValueError):
+        pass
+    peak = lanes * units * 2 * ghz * cores if ghz else None
+    note = (f"{lanes} fp32 lanes ({cls}) x {units} FMA unit{'s' if units != 1 else ''} "
+            f"({'the CPU family ' + mcpu if mcpu in FMA_UNITS else 'assumed: ' + mcpu + ' not in the table'}) "
+            f"x 2 FLOP x {ghz:.3f} GHz (/proc/cpuinfo) x {cores} cores" if ghz else "clock unknown")
+    return {"lanes": lanes, "fma_units": units, "ghz": ghz, "cores": cores, "gflops": peak, "mcpu": mcpu,
+            "note": note}

@@ -54,6 +54,28 @@ def test_onnx_runtime_node_kinds(op, shapes, kind):
     assert ort_kind(op, shapes) == kind
 
 
+def test_call_flop_counts_multiply_adds_twice():
+    from release.profile import call_flop
+
+    # 3x3 conv 64 -> 64 on 56x56: 2 * (64*56*56) * (64*9)
+    assert call_flop("conv2d 3x3", [(1, 64, 56, 56), (64, 64, 3, 3), (1, 64, 56, 56)]) == 2 * 64 * 56 * 56 * 64 * 9
+    # the same in NCHWc with a pre-packed weight: the same count
+    assert call_flop("conv2d 3x3", [(1, 4, 56, 56, 16), (4, 2, 3, 8, 3, 16, 16 // 4), (1, 4, 56, 56, 16)]) == \
+        2 * 64 * 56 * 56 * (4 * 2 * 3 * 8 * 3 * 16 * 4 / 64)
+    assert call_flop("dense/matmul", [(1, 128, 768), (768, 3072), (1, 128, 3072)]) == 2 * 128 * 3072 * 768
+    assert call_flop("elementwise", [(1, 64), (1, 64)]) == 0
+
+
+def test_fma_peak_multiplies_what_the_machine_reports():
+    from release.target import FMA_UNITS, fma_peak
+
+    p = fma_peak({"kind": "llvm", "mcpu": "znver4", "num-cores": 4})
+    assert p["lanes"] == 16 and p["fma_units"] == FMA_UNITS["znver4"] == 1 and p["cores"] == 4
+    if p["ghz"]:
+        assert p["gflops"] == pytest.approx(16 * 1 * 2 * p["ghz"] * 4)
+    assert fma_peak({"kind": "llvm", "mcpu": "haswell", "num-cores": 1})["lanes"] == 8
+
+
 def test_gap_table_shares_the_gap_between_kinds():
     rows = gap_table({"conv2d 3x3": 6.0, "elementwise": 1.0}, {"conv2d 3x3": 3.0, "elementwise": 2.0})
     by = {r["kind"]: r for r in rows}
@@ -77,6 +99,7 @@ def test_profile_cli_on_tiny_cnn(tmp_path, capsys):
     assert {"conv2d 3x3", "dense/matmul"} <= {n["kind"] for n in nodes}
     assert {r["kind"] for r in d["rows"]} <= set(KINDS)
     assert "| operator kind | TVM ms | ONNX Runtime ms" in text and (tmp_path / "prof" / "tiny.md").exists()
+    assert "hottest  " in text and d["peak"]["lanes"] in (4, 8, 16)
 
 
 @pytest.mark.parametrize("argv,msg", [
