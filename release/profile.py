@@ -331,6 +331,9 @@ def _onnx_file(model, folder: str) -> str:
 
 def cmd_profile(args) -> int:
     """``release profile``: see the module docstring."""
+    import sys
+
+    args.argv = sys.argv[1:]
     from . import model as M
     from .commands import check_model_arg
     from .errors import ReleaseError
@@ -424,8 +427,19 @@ def cmd_profile(args) -> int:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             json.dump(out, f, indent=1)
+        from .measure.result import provenance
+        from .target import host_machine, machine_of, target_to_json
+
+        tj = target_to_json(target)
+        version, rev = provenance()
+        e2e_line = (f"End to end (fastest of repeats): TVM {e2e['fastest_ms']:.3f} ms"
+                    + (f", ONNX Runtime {out['onnxruntime']['fastest_ms']:.3f} ms" if "onnxruntime" in out else ""))
         with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
-            f.write(f"# Profile of {model.name} ({threads} threads; {what})\n\n{table}")
+            f.write(f"# Profile of {model.name} ({threads} threads; {what})\n\n"
+                    f"Machine {machine_of(tj, host_machine(tj))}, {time.strftime('%Y-%m-%d')}, release-tvm {version} "
+                    f"revision {rev or '?'}. Command: `release {' '.join(args.argv or [])}`\n\n{e2e_line}. "
+                    f"Per kind, ms per inference (TVM: median of {runs} inferences per kernel call; ONNX Runtime: its "
+                    f"profiler, median per node):\n\n{table}")
         print(f"wrote    {args.out} and {os.path.splitext(args.out)[0]}.md")
     return 0
 
