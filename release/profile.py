@@ -75,15 +75,21 @@ def _conv_kind(data, weight, out) -> str:
     return "conv2d depthwise" if round(per_out) in (1, 4, 9, 16, 25, 49) and c_in == c_out else "conv2d grouped"
 
 
+def _weight(shapes: list):
+    """The weight among a fused convolution's arguments ``[data, ..., out]``: the largest argument that is
+    not an activation (a residual input of the output's shape is left out), else the second."""
+    data, out = tuple(shapes[0]), tuple(shapes[-1])
+    inner = [t for t in shapes[1:-1] if tuple(t) not in (data, out)] or list(shapes[1:-1]) or [()]
+    return max(inner, key=lambda t: int(np.prod(t)) if t else 0)
+
+
 def tvm_kind(symbol: str, shapes: list) -> str:
     """Operator kind of one TVM kernel call (:data:`KINDS`) from its function name and argument shapes."""
     s = symbol.lower()
     if s.startswith("vm.") or s.startswith("__"):
         return "runtime (alloc, shape checks)"
     if "conv" in s and len(shapes) >= 3:
-        inner = shapes[1:-1]
-        weight = max(inner, key=lambda t: int(np.prod(t)) if t else 0)
-        return _conv_kind(shapes[0], weight, shapes[-1])
+        return _conv_kind(shapes[0], _weight(shapes), shapes[-1])
     if "matmul" in s or "dense" in s:
         operands = shapes[:2]
         if len(operands) == 2 and all(len(t) >= 3 and int(np.prod(t[:-2])) > 1 for t in operands):
@@ -133,8 +139,7 @@ def call_flop(kind: str, shapes: list) -> float:
         if kind.startswith("conv2d") and len(shapes) >= 3:
             out = shapes[-1]
             c_out = int(out[1]) * (int(out[4]) if len(out) == 5 else 1)
-            weight = max(shapes[1:-1], key=lambda t: int(np.prod(t)) if t else 0)
-            return 2.0 * float(np.prod(out)) * float(np.prod(weight)) / max(c_out, 1)
+            return 2.0 * float(np.prod(out)) * float(np.prod(_weight(shapes))) / max(c_out, 1)
         if kind in ("dense/matmul", "attention (batch matmul)") and len(shapes) >= 3:
             return 2.0 * float(np.prod(shapes[-1])) * int(shapes[0][-1])
     except (IndexError, TypeError, ValueError):

@@ -20,6 +20,9 @@ from release.profile import KINDS, gap_table, ort_kind, tvm_kind
     ("fused_conv2d_NCHWc1_relu", [(1, 8, 28, 28, 16), (4, 2, 3, 8, 3, 16, 16), (1, 8, 28, 28, 16)], "conv2d 3x3"),
     ("fused_conv2d_NCHWc7", [(1, 8, 28, 28, 16), (8, 2, 8, 16, 8), (1, 8, 28, 28, 16)], "conv2d 1x1"),
     ("conv2d", [(1, 3, 224, 224), (64, 3, 7, 7), (1, 64, 112, 112)], "conv2d other kernel"),
+    # a residual input of the output's shape is larger than a pre-packed 1x1 weight: not taken for the weight
+    ("fused_conv2d_NCHWc5_add5_add8_prepacked", [(1, 6, 14, 14, 16), (4, 6, 1, 1, 16, 16), (1, 4, 1, 1, 16),
+                                                 (1, 4, 14, 14, 16), (1, 4, 14, 14, 16)], "conv2d 1x1"),
     ("fused_conv2d3_add_clip", [(1, 96, 56, 56), (96, 1, 3, 3), (1, 96, 1, 1), (1, 96, 56, 56)], "conv2d depthwise"),
     ("fused_conv2d_NCHWc2", [(1, 6, 56, 56, 16), (6, 1, 3, 3, 1, 16), (1, 6, 56, 56, 16)], "conv2d depthwise"),
     ("conv2d5", [(1, 64, 28, 28), (64, 16, 3, 3), (1, 64, 28, 28)], "conv2d grouped"),
