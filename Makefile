@@ -1,12 +1,13 @@
 # Two entry points for a new user (see README.md):
 #   make run   -- set up .venv and tune the default workload (a ResNet-18 conv2d)
 #   make test  -- set up .venv and run the test suite (all but @pytest.mark.slow; make test-slow runs those)
+#   make docker -- build the images release:cpu and release:cuda (docker/build.py; needs a Docker engine, not .venv)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-slow bench-quick bench-regal clean
+.PHONY: setup run test test-slow bench-quick bench-regal docker clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +32,9 @@ bench-quick: $(STAMP)
 
 bench-regal: $(STAMP)
 	$(PY) benchmarks/regal/run_part1.py
+
+docker:
+	$(PYTHON) docker/build.py all
 
 clean:
 	rm -rf $(VENV) runs
