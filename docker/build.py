@@ -84,6 +84,13 @@ def pyproject_pins(path: str = os.path.join(ROOT, "pyproject.toml")) -> list[str
     return [d.replace(" ", "") for d in deps]
 
 
+def build_requirements(path: str = os.path.join(ROOT, "pyproject.toml")) -> list[str]:
+    """What building the project's wheel needs (``[build-system] requires``: setuptools, wheel)."""
+    text = open(path, encoding="utf-8").read()
+    block = re.search(r"^\[build-system\]\s*\n\s*requires\s*=\s*\[([^\]]*)\]", text, re.M)
+    return re.findall(r'"([^"]+)"', block.group(1)) if block else []
+
+
 def project_version(path: str = os.path.join(ROOT, "pyproject.toml")) -> str:
     """The project's version in ``pyproject.toml`` (``0.1.0``)."""
     return re.search(r'^version\s*=\s*"([^"]+)"', open(path, encoding="utf-8").read(), re.M).group(1)
@@ -202,8 +209,14 @@ def build_project_wheel(wheelhouse: str, log: str, offline: bool) -> str:
 
     The sources are copied to a temporary folder first, so the checkout gets no ``build/`` or ``*.egg-info``.
     The wheel's timestamps are fixed (``SOURCE_DATE_EPOCH``): the same sources give the same bytes, so the
-    engine reuses the image's layers. Offline, the build uses the host's setuptools instead of fetching one.
+    engine reuses the image's layers. The build backend (setuptools, wheel) comes from ``wheelhouse/build``,
+    filled when online, so an offline build needs nothing of the host's Python but pip.
     """
+    tools = os.path.join(wheelhouse, "build")
+    if offline and not (os.path.isdir(tools) and any(f.endswith(".whl") for f in os.listdir(tools))):
+        raise BuildError(f"the wheelhouse {os.path.relpath(wheelhouse)} has no build/ folder with "
+                         f"{', '.join(build_requirements())} to build the project's wheel: run `python3 "
+                         f"docker/build.py wheelhouse` where PyPI is reachable")
     folder = os.path.join(wheelhouse, "project")
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
@@ -212,7 +225,7 @@ def build_project_wheel(wheelhouse: str, log: str, offline: bool) -> str:
             shutil.copy(os.path.join(ROOT, f), tmp)
         shutil.copytree(os.path.join(ROOT, "release"), os.path.join(tmp, "release"),
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        extra = ["--no-index", "--no-build-isolation"] if offline else []
+        extra = ["--find-links", tools] + (["--no-index"] if offline else [])
         env = dict(os.environ, SOURCE_DATE_EPOCH="315532800")  # 1980-01-01, the earliest a zip holds
         run([sys.executable, "-m", "pip", "--disable-pip-version-check", "wheel", "--no-deps", "--quiet", "-w",
              folder] + extra + [tmp], "building the project's wheel", log, env=env)
@@ -230,6 +243,7 @@ def fill_wheelhouse(wheelhouse: str, cuda: bool, offline: bool, log: str) -> Non
     CPU build.
     """
     os.makedirs(wheelhouse, exist_ok=True)
+    t0 = time.time()
     pins = pyproject_pins()
     if not offline:
         index = os.environ.get("RELEASE_TORCH_INDEX", TORCH_INDEX)
@@ -238,6 +252,8 @@ def fill_wheelhouse(wheelhouse: str, cuda: bool, offline: bool, log: str) -> Non
             say(f"wheelhouse: PyTorch CPU build {torch[0]} from {index or 'the default index'}")
             _pip(["download", "--no-deps", "--quiet", "-d", wheelhouse] + _target_args()
                  + (["--extra-index-url", index] if index else []) + torch, "downloading PyTorch", log)
+        _pip(["download", "--quiet", "-d", os.path.join(wheelhouse, "build"), "--only-binary=:all:"]
+             + build_requirements(), "downloading the build backend", log)
         say(f"wheelhouse: {len(pins)} pins of pyproject.toml and their dependencies")
         _pip(["download", "--quiet", "-d", wheelhouse, "--find-links", wheelhouse] + _target_args() + pins,
              "downloading the pinned packages", log)
@@ -258,7 +274,8 @@ def fill_wheelhouse(wheelhouse: str, cuda: bool, offline: bool, log: str) -> Non
         f.write("".join(p + "\n" for p in pins))
     n = len([w for w in os.listdir(wheelhouse) if w.endswith(".whl")])
     size = sum(os.path.getsize(os.path.join(wheelhouse, w)) for w in os.listdir(wheelhouse))
-    say(f"wheelhouse: {n} wheels, {size / 1e9:.2f} GB in {os.path.relpath(wheelhouse)} (and project/{wheel})")
+    say(f"wheelhouse: {n} wheels, {size / 1e9:.2f} GB in {os.path.relpath(wheelhouse)} (and project/{wheel}), "
+        f"{time.time() - t0:.0f} s")
     if cuda:
         cuda_dir = wheelhouse + "-cuda"
         os.makedirs(cuda_dir, exist_ok=True)
@@ -427,14 +444,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if kinds:
             check_engine()
+            if args.base:  # a base given by name is looked for before the wheelhouse's downloads
+                resolve_base(args.base, args.base, False, log)
         wheelhouse = os.path.abspath(args.wheelhouse)
         if kinds and wheelhouse != WHEELHOUSE:
             raise BuildError("--wheelhouse other than docker/wheelhouse is for the `wheelhouse` step only: "
                              "the images build from docker/wheelhouse (copy or link it there)")
         fill_wheelhouse(wheelhouse, cuda=args.what in ("cuda", "all", "wheelhouse"), offline=args.offline, log=log)
-        results = []
+        results, bases = [], {}
         for kind in kinds:
-            base = resolve_base(args.base, default_base(IMAGES[kind]), args.local_base, log)
+            default = default_base(IMAGES[kind])
+            if default not in bases:  # both Dockerfiles name the same base: looked for once
+                bases[default] = resolve_base(args.base, default, args.local_base, log)
+            base = bases[default]
             tag = f"{args.tag_prefix}:{kind}"
             secs, size = build_image(kind, tag, base, os.path.join(BUILD_DIR, f"{kind}.log"))
             results.append(f"{tag}: built in {secs:.0f} s on {base}, {size / 1e9:.2f} GB")

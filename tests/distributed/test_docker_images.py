@@ -85,8 +85,7 @@ def test_wheelhouse_missing_a_pin_is_one_line(tmp_path):
     assert docker_build.missing_pins(str(wh), pins) == []  # a local version label is the pinned version
 
 
-@pytest.mark.skipif(not _daemon_answers(), reason="no Docker daemon answers here")
-def test_base_that_cannot_be_pulled_is_one_line():
+def test_base_that_cannot_be_pulled_is_one_line(docker_engine):
     """``--base`` naming an image the engine has not got and cannot pull: what to do instead."""
     line = _one_line(_build(["cpu", "--offline", "--base", f"release-test/no-such-base:{uuid.uuid4().hex[:8]}"]))
     assert "cannot pull the base image release-test/no-such-base:" in line and "docker load" in line
