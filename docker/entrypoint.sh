@@ -5,7 +5,7 @@
 #   server --key K --tracker HOST:PORT [ARGS]
 #                             TVM RPC server for this box's device, on 0.0.0.0 (release rpc server)
 #   status [ARGS]             devices per key at a tracker (release rpc status)
-#   tune | tune-model | rpc | workloads | bench | regal | knowledge [ARGS]
+#   tune | tune-model | rpc | workloads | bench | regal | knowledge | profile [ARGS]
 #                             the tuner: any `release` command
 #   sh | bash | python | ...  run that program instead
 #
@@ -20,7 +20,7 @@ case "$role" in
   status)  exec release rpc status "$@" ;;
   help|-h|--help) exec release --help ;;
   # release's commands before any program of that name (Ray installs a `tune` of its own)
-  workloads|tune|tune-model|bench|regal|rpc|knowledge) exec release "$role" "$@" ;;
+  workloads|tune|tune-model|bench|regal|rpc|knowledge|profile) exec release "$role" "$@" ;;
   -*) exec release "$role" "$@" ;;
   *)
     if command -v "$role" >/dev/null 2>&1 && [ "$role" != "release" ]; then
