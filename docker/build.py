@@ -133,6 +133,16 @@ def missing_pins(folder: str, pins: list[str]) -> list[str]:
     return out
 
 
+def _require_pins(folder: str, pins: list[str], source: str) -> None:
+    """Raise :class:`BuildError`, one line saying what to do, when ``folder`` lacks a wheel of a pin of ``source``."""
+    missing = missing_pins(folder, pins)
+    if missing:
+        more = f" with {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise BuildError(f"the wheelhouse {os.path.relpath(folder)} has no wheel of {missing[0]} (pinned in "
+                         f"{source}{more}): run `python3 docker/build.py wheelhouse` where PyPI is reachable, or "
+                         f"add it: pip download {missing[0]} --no-deps -d {os.path.relpath(folder)}")
+
+
 def say(line: str) -> None:
     """One progress line on stdout, at once."""
     print(line, flush=True)
@@ -257,12 +267,7 @@ def fill_wheelhouse(wheelhouse: str, cuda: bool, offline: bool, log: str) -> Non
         say(f"wheelhouse: {len(pins)} pins of pyproject.toml and their dependencies")
         _pip(["download", "--quiet", "-d", wheelhouse, "--find-links", wheelhouse] + _target_args() + pins,
              "downloading the pinned packages", log)
-    missing = missing_pins(wheelhouse, pins)
-    if missing:
-        raise BuildError(f"the wheelhouse {os.path.relpath(wheelhouse)} has no wheel of {missing[0]} (pinned in "
-                         f"pyproject.toml{f' with {len(missing) - 1} more' if len(missing) > 1 else ''}): run "
-                         f"`python3 docker/build.py wheelhouse` where PyPI is reachable, or add it: "
-                         f"pip download {missing[0]} --no-deps -d {os.path.relpath(wheelhouse)}")
+    _require_pins(wheelhouse, pins, "pyproject.toml")
     torch = wheels(wheelhouse).get("torch", [])
     if torch and not any(v.endswith("+cpu") for v in torch):
         raise BuildError(f"the wheelhouse holds PyTorch {torch[0]}, the CUDA build (with 3 GB of nvidia-* wheels): "
@@ -284,12 +289,7 @@ def fill_wheelhouse(wheelhouse: str, cuda: bool, offline: bool, log: str) -> Non
             say(f"wheelhouse-cuda: {len(cuda_pins)} CUDA wheels of docker/cuda-requirements.txt")
             _pip(["download", "--quiet", "-d", cuda_dir, "--find-links", cuda_dir] + _target_args() + cuda_pins,
                  "downloading the CUDA wheels", log)
-        missing = missing_pins(cuda_dir, cuda_pins)
-        if missing:
-            raise BuildError(f"the wheelhouse {os.path.relpath(cuda_dir)} has no wheel of {missing[0]} (pinned in "
-                             f"docker/cuda-requirements.txt): run `python3 docker/build.py wheelhouse` where PyPI "
-                             f"is reachable, or add it: pip download {missing[0]} --no-deps -d "
-                             f"{os.path.relpath(cuda_dir)}")
+        _require_pins(cuda_dir, cuda_pins, "docker/cuda-requirements.txt")
         shutil.copy(CUDA_REQUIREMENTS, os.path.join(cuda_dir, "requirements.txt"))
 
 

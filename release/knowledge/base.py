@@ -786,13 +786,7 @@ class KnowledgeBase:
             sp.sort()
             out.extend((r, off, rec) for (r, off, _), rec in zip(sp, read_lines(path, [(o, n) for _, o, n in sp])))
         out.sort(key=lambda t: (t[0], t[1]))
-        recs = [rec for _, _, rec in out]
-        for rec in recs:
-            if rec.tuner == "ms-database":
-                got = names.get(workload_digest(rec.task))
-                if got is not None:
-                    rec.name, rec.flop = got[0], got[1]
-                    rec.task = f"{got[0]}/{workload_digest(rec.task)}"
+        recs = _name_ms_records([rec for _, _, rec in out], names)
         held = {"records": len(seen), "workloads": len(workloads), "machines": dict(machines.most_common())}
         return recs, held
 
@@ -846,12 +840,7 @@ class KnowledgeBase:
             out.append(rec)
             if maybe:
                 pending.add(id(rec))
-        for rec in out:
-            if rec.tuner == "ms-database":
-                got = names.get(workload_digest(rec.task))
-                if got is not None:
-                    rec.name, rec.flop = got[0], got[1]
-                    rec.task = f"{got[0]}/{workload_digest(rec.task)}"
+        _name_ms_records(out, names)
         if pending:
             name = wkey.name if hasattr(wkey, "owns") else wkey
             out = [r for r in out if id(r) not in pending or r.name == name]
@@ -938,6 +927,18 @@ class KnowledgeBase:
             if flop > 0 and row["best_ms"]:
                 row["best_gflops"] = flop / (row["best_ms"] * 1e-3) / 1e9
         return sorted(rows.values(), key=lambda r: (r["target"], r["machine"], r["name"], r["workload"]))
+
+
+def _name_ms_records(recs: list, names: dict) -> list:
+    """Give records imported from a MetaSchedule database the name and FLOP count of a release record of
+    the same workload (``names``: digest -> (name, flop)); returns ``recs``."""
+    for rec in recs:
+        if rec.tuner == "ms-database":
+            got = names.get(workload_digest(rec.task))
+            if got is not None:
+                rec.name, rec.flop = got[0], got[1]
+                rec.task = f"{got[0]}/{workload_digest(rec.task)}"
+    return recs
 
 
 def _header_version(line: str) -> int | None:
