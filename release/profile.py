@@ -336,9 +336,6 @@ def _onnx_file(model, folder: str) -> str:
 
 def cmd_profile(args) -> int:
     """``release profile``: see the module docstring."""
-    import sys
-
-    args.argv = sys.argv[1:]
     from . import model as M
     from .commands import check_model_arg
     from .errors import ReleaseError
@@ -432,6 +429,8 @@ def cmd_profile(args) -> int:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             json.dump(out, f, indent=1)
+        import sys
+
         from .measure.result import provenance
         from .target import host_machine, machine_of, target_to_json
 
@@ -442,7 +441,7 @@ def cmd_profile(args) -> int:
         with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
             f.write(f"# Profile of {model.name} ({threads} threads; {what})\n\n"
                     f"Machine {machine_of(tj, host_machine(tj))}, {time.strftime('%Y-%m-%d')}, release-tvm {version} "
-                    f"revision {rev or '?'}. Command: `release {' '.join(args.argv or [])}`\n\n{e2e_line}. "
+                    f"revision {rev or '?'}. Command: `release {' '.join(sys.argv[1:])}`\n\n{e2e_line}. "
                     f"Per kind, ms per inference (TVM: median of {runs} inferences per kernel call; ONNX Runtime: its "
                     f"profiler, median per node):\n\n{table}")
         print(f"wrote    {args.out} and {os.path.splitext(args.out)[0]}.md")

@@ -116,11 +116,7 @@ def shard_index(base: str, shard: str, check_header, identity, digest, write: bo
         ``bad_tail`` (an unreadable last line without a newline: a write cut by a crash).
     """
     stats = {"parsed": 0, "bad_tail": 0}
-    try:
-        f = open(shard, "rb")
-    except OSError:
-        raise
-    with f:
+    with open(shard, "rb") as f:
         first = f.readline()
         header = first.decode("utf-8", "replace")
         if check_header(header) is None:
