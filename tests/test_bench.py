@@ -70,6 +70,8 @@ def test_geomean_and_bootstrap():
     assert lo <= est <= hi and lo < hi
 
 
+# slow: ~28 s of tuning and plotting; the quick tests around it cover the report's arithmetic
+@pytest.mark.slow
 def test_smoke_run_writes_results(tmp_path, fast_measure):
     cfg = bench.BenchConfig.from_tier("smoke", out=str(tmp_path), n_trial=4, number=1, repeat=1, min_repeat_ms=0,
                                       against=["grid"])

@@ -99,6 +99,8 @@ def smoke(out, *extra):
     return json.load(open(out / "results.json"))
 
 
+# slow: two benchmark processes, ~37 s; the quick tests above cover the tier's parts
+@pytest.mark.slow
 def test_model_smoke_tier_end_to_end(tmp_path):
     """`release bench --tier model-smoke --tuners random`: tiny-cnn tuned, compiled and timed at 2
     checkpoints, references timed; a second invocation resumes everything (no new measurement, the

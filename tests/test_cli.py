@@ -395,6 +395,8 @@ def test_tune_blocked_layout_and_the_printed_usage_runs(tmp_path):
     assert f"threads {threads}" in run.stdout, run.stdout
 
 
+# slow: ~26 s; tune-model's CLI runs in make test through test_model_zoo's cli route
+@pytest.mark.slow
 def test_tune_model_says_what_the_budget_leaves_untuned_and_how_to_deploy(tmp_path):
     """Issue 16 item 3: a budget short of one round per task is named with the budget that covers
     every task; the per-task table shows each task's FLOP share; the exported library loads and runs
