@@ -220,6 +220,61 @@ def conv2d_nchwc_compute(data, kernel, stride=1, padding=0, dilation=1, out_dtyp
         name="conv2d_NCHWc")
 
 
+def depthwise_conv2d_nchwc_compute(data, kernel, stride=1, padding=0, dilation=1, out_dtype: str | None = None):
+    """A channel-blocked depthwise conv2d (channel multiplier 1) on given TE tensors: AutoTVM's x86
+    ``depthwise_conv2d_NCHWc`` layout (``topi.nn.depthwise_conv2d_NCHWc``, whose compute TVM 0.27 no
+    longer registers), the form MobileNets' depthwise convolutions take inside blocked models
+    (:func:`release.model.blocked_conv2d_legalize`), so they need no layout transform around them.
+
+    Parameters
+    ----------
+    data : te.Tensor
+        (N, C/b, H, W, b).
+    kernel : te.Tensor
+        (C/b, 1, R, S, 1, b), TVM's ``OIHW1i{b}o`` of a (C, 1, R, S) depthwise weight.
+    stride, dilation : int or (int, int)
+        (height, width).
+    padding : int, (int, int) or (top, left, bottom, right)
+        As Relax's ``nn.conv2d`` attribute.
+    out_dtype : str, optional
+        Accumulation and output type (default: the data's).
+
+    Returns
+    -------
+    te.Tensor
+        (N, C/b, OH, OW, b), named ``depthwise_conv2d_NCHWc``; reduction over the kernel taps.
+    """
+    from tvm import te, topi
+
+    def pair(v):
+        v = [int(x) for x in v] if isinstance(v, (list, tuple)) or hasattr(v, "__len__") else [int(v)]
+        return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
+
+    sh, sw = pair(stride)
+    dh, dw = pair(dilation)
+    pv = [int(x) for x in padding] if hasattr(padding, "__len__") else [int(padding)]
+    pt, pl, pb, pr = {1: pv * 4, 2: pv * 2, 4: pv}.get(len(pv), pv)
+    out_dtype = out_dtype or data.dtype
+    _, c1, h, w, b = (int(x) for x in data.shape)
+    _, _, r, s, _, _ = (int(x) for x in kernel.shape)
+    oh = (h + pt + pb - (r - 1) * dh - 1) // sh + 1
+    ow = (w + pl + pr - (s - 1) * dw - 1) // sw + 1
+    padded = (topi.nn.pad(data, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], name="pad_temp")
+              if (pt, pl, pb, pr) != (0, 0, 0, 0) else data)
+    kh = te.reduce_axis((0, r), name="kh")
+    kw = te.reduce_axis((0, s), name="kw")
+
+    def cast(x):
+        return x if x.dtype == out_dtype else x.astype(out_dtype)
+
+    return te.compute(
+        (data.shape[0], c1, oh, ow, b),
+        lambda n, c, y, x, cb: te.sum(
+            cast(padded[n, c, y * sh + kh * dh, x * sw + kw * dw, cb]) * cast(kernel[c, 0, kh, kw, 0, cb]),
+            axis=[kh, kw]),
+        name="depthwise_conv2d_NCHWc")
+
+
 def _conv(name, c, k, hw, rs, stride, pad) -> Workload:
     params = dict(n=1, c=c, h=hw, w=hw, k=k, r=rs, s=rs, stride=stride, pad=pad)
     desc = f"{c}->{k}, {hw}x{hw}, {rs}x{rs}, s{stride}, p{pad}"

@@ -34,8 +34,8 @@ class _Blocks(torch.nn.Module):
 
 class _Odd(torch.nn.Module):
     """What stays NCHW or needs the general compute: a batch norm after a conv (folded into its weights)
-    and one after a relu (decomposed, blocked), a depthwise conv (groups = channels), a strided, dilated,
-    asymmetrically padded conv and an output-channel count of 1."""
+    and one after a relu (decomposed, blocked), a depthwise conv (groups = channels: blocked, with its own
+    compute), a strided, dilated, asymmetrically padded conv and an output-channel count of 1 (stays NCHW)."""
 
     def __init__(self):
         super().__init__()
@@ -112,10 +112,13 @@ def test_explicit_block_and_convolutions_that_stay_nchw():
     m = M.from_pytorch(_Odd(), [torch.randn(1, 8, 9, 9)], name="odd")
     tasks = M.extract_tasks(m, target, layout="NCHW4c", prepack=False)
     names = [t.name for t in tasks]
-    blocked = [t for t in tasks if "conv2d_NCHWc" in t.name]
-    assert len(blocked) == 1, names  # only the dense conv; the depthwise and the 1-output-channel conv stay NCHW
+    blocked = [t for t in tasks if "fused_conv2d_NCHWc" in t.name]
+    assert len(blocked) == 1, names  # only the dense conv; the 1-output-channel conv stays NCHW
     assert _shapes(blocked[0].mod["main"])[1] == (4, 2, 3, 3, 4, 4)  # NCHW4c: blocks of 4, not the target's lanes
-    assert sum("conv2d" in n and "NCHWc" not in n for n in names) == 2, names
+    depthwise = [t for t in tasks if "depthwise_conv2d_NCHWc" in t.name]
+    assert len(depthwise) == 1, names  # the depthwise conv blocked too (OIHW1i4o), its relu in its epilogue
+    assert _shapes(depthwise[0].mod["main"])[1] == (4, 1, 3, 3, 1, 4) and "relu" in depthwise[0].name
+    assert sum("conv2d" in n and "NCHWc" not in n for n in names) == 1, names
     # stride 2, dilation 2, padding (1, 2), the folded and the decomposed batch norms give PyTorch's output
     out = M.evaluate(m, M.compile_model(m, target, layout="NCHW4c", prepack=False), number=1, repeat=1,
                      rtol=1e-4, atol=1e-4)
