@@ -403,8 +403,10 @@ def torch_reference(workload: str, repeat: int = 30, threads: int | None = None,
     task = task if task is not None and task.name == w.name else create_task(workload, prepack=False)  # NCHW inputs
     xs = [torch.from_numpy(x) for x in task.random_inputs()]
     p = w.params
-    if w.op == "conv2d":
-        f = lambda: torch.nn.functional.conv2d(xs[0], xs[1], stride=p["stride"], padding=p["pad"])  # noqa: E731
+    if w.op in ("conv2d", "depthwise_conv2d"):
+        groups = p["c"] if w.op == "depthwise_conv2d" else 1
+        f = lambda: torch.nn.functional.conv2d(xs[0], xs[1], stride=p["stride"], padding=p["pad"],  # noqa: E731
+                                               groups=groups)
     elif w.op == "dense":
         f = lambda: torch.nn.functional.linear(xs[0], xs[1])  # noqa: E731
     else:

@@ -171,10 +171,11 @@ def cmd_workloads(args) -> int:
 
     rows = [w for w in list_workloads() if args.filter in w.name]
     width = max([len(w.name) for w in rows] + [4])
-    head = f"{'name':<{width}}  {'op':<7} {'GFLOP':>8}  {'shape':<28}"
+    opw = max([len(w.op) for w in rows] + [7])
+    head = f"{'name':<{width}}  {'op':<{opw}} {'GFLOP':>8}  {'shape':<32}"
     print(head + ("  spaces knobs       size" if args.space else ""))
     for w in rows:
-        line = f"{w.name:<{width}}  {w.op:<7} {_gflop(w):8.3f}  {w.description:<28}"
+        line = f"{w.name:<{width}}  {w.op:<{opw}} {_gflop(w):8.3f}  {w.description:<32}"
         if args.space:
             from .task import create_task
 

@@ -384,13 +384,17 @@ def _elementwise_with_layout(mod):
     """``mod`` with the elementwise operators that TVM 0.27's ``ConvertLayout`` cannot carry a blocked
     layout through (no ``FRelaxInferLayout``) written as ones it can: ``clip(x, lo, hi)`` (ReLU6,
     hard-sigmoid) as ``minimum(maximum(x, lo), hi)`` and ``nn.leakyrelu(x, a)`` (``0 <= a <= 1``) as
-    ``maximum(x, a * x)``. Without this each of them is left NCHW between two layout transforms and
+    ``maximum(x, a * x)``; TVM's ONNX import of Clip (``call_tir`` of ``topi.maximum``/``minimum``
+    PrimFuncs with a scalar constant bound) back as the Relax ``maximum``/``minimum``. Without this each of them is left NCHW between two layout transforms and
     stays out of the convolution's fused epilogue (MobileNetV2's ReLU6s: a fifth of its run time).
     The results are identical (``maximum``/``minimum`` are what ``topi.clip`` computes)."""
+    import re
+
     import tvm
     from tvm import relax
 
     clip, leaky = tvm.ir.Op.get("relax.clip"), tvm.ir.Op.get("relax.nn.leakyrelu")
+    call_tir = tvm.ir.Op.get("relax.call_tir")
 
     def scalar(value, dtype):
         return relax.const(float(value), dtype)
@@ -400,9 +404,8 @@ def _elementwise_with_layout(mod):
         def visit_call_(self, call):
             call = super().visit_call_(call)
             x = call.args[0] if call.args else None
-            sinfo = getattr(x, "struct_info", None) or getattr(x, "ty", None)
-            dtype = getattr(sinfo, "dtype", "")
-            if not str(dtype).startswith("float"):
+            dtype = str(getattr(_sinfo(x), "dtype", ""))
+            if not dtype.startswith("float") and not call.op.same_as(call_tir):
                 return call
             bounds = list(call.args[1:])  # TIR immediates (``FloatImm``/``IntImm``) for constant bounds
             if call.op.same_as(clip) and all(isinstance(b, (tvm.tirx.FloatImm, tvm.tirx.IntImm)) for b in bounds):
@@ -410,12 +413,27 @@ def _elementwise_with_layout(mod):
                 return relax.op.minimum(relax.op.maximum(x, scalar(lo, dtype)), scalar(hi, dtype))
             if call.op.same_as(leaky) and 0.0 <= float(call.attrs.alpha) <= 1.0:
                 return relax.op.maximum(x, relax.op.multiply(x, scalar(call.attrs.alpha, dtype)))
+            if call.op.same_as(call_tir) and isinstance(call.args[0], relax.GlobalVar) and \
+                    re.fullmatch(r"(maximum|minimum)\d*", call.args[0].name_hint):
+                # TVM's ONNX frontend imports Clip as topi.maximum/minimum PrimFuncs (``emit_te``),
+                # with the bounds as scalar tensors (constants once FoldConstant ran)
+                args = call.args[1].fields if isinstance(call.args[1], relax.Tuple) else []
+                bound = args[1] if len(args) == 2 else None
+                if isinstance(bound, tvm.ir.Constant) and tuple(bound.value.shape) == () and \
+                        str(bound.value.dtype) == str(getattr(_sinfo(args[0]), "dtype", "")):
+                    op = relax.op.maximum if call.args[0].name_hint.startswith("max") else relax.op.minimum
+                    return op(args[0], bound)
             return call
 
     for gv, func in list(mod.functions.items()):
         if isinstance(func, relax.Function):
             mod[gv] = Rewrite(mod).visit_expr(func)
-    return mod
+    return relax.transform.DeadCodeElimination()(mod)  # the PrimFuncs no call reaches any more
+
+
+def _sinfo(expr):
+    """A Relax expression's struct info (``.ty`` in TVM 0.27, ``.struct_info`` before)."""
+    return getattr(expr, "struct_info", None) or getattr(expr, "ty", None)
 
 
 def _op_name(expr) -> str | None:

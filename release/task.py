@@ -361,12 +361,12 @@ def create_task(workload: Any, target: Any = "llvm", layout: str | None = None,
         tgt = resolve_target(target)
         layout = layout or "NCHW"
         if layout == "NCHWc":
-            if w.op != "conv2d":
+            if w.op not in ("conv2d", "depthwise_conv2d"):
                 raise WorkloadError(f"layout 'NCHWc' applies to conv2d workloads, not {w.op} ({w.name})")
             cb, kb = block_sizes(w.params["c"], w.params["k"], vector_lanes(tgt))
             layout = f"NCHW{cb}c" if cb == kb else f"NCHW{cb}c{kb}k"
         if prepack is None:
-            prepack = tgt.kind.name == "llvm" and w.op in ("conv2d", "dense")
+            prepack = tgt.kind.name == "llvm" and w.op in ("conv2d", "depthwise_conv2d", "dense")
         name = w.name if layout == "NCHW" else f"{w.name}-{layout}"
         ref = w.reference if layout == "NCHW" else (lambda xs, w=w, layout=layout: w.reference(xs, layout))
         return Task(w.build_te(layout), tgt, name=name, reference=ref, layout_free=[1] if prepack else [])

@@ -4,7 +4,9 @@
   Chameleon's evaluation (batch 1, NCHW, float32; shapes in shared/reference/chameleon.md).
 - ``bert-base.dense.1-3``: the unique dense layers of a BERT-base encoder at sequence length 128
   (768->768 for Q/K/V/attention output, 768->3072, 3072->768).
-- ``tiny.matmul.1``, ``tiny.conv2d.1``: small workloads for tests and smoke runs.
+- ``mobilenet_v2.depthwise_conv2d.1-10``: the unique 3x3 depthwise convolutions of MobileNetV2 at
+  224x224 (channel multiplier 1), NCHW or blocked (``depthwise_conv2d_NCHWc``).
+- ``tiny.matmul.1``, ``tiny.conv2d.1``, ``tiny.depthwise_conv2d.1``: small workloads for tests and smoke runs.
 
 Each workload is built with TVM's own operator library (``tvm.topi``) and carries a reference
 implementation in NumPy or PyTorch that :func:`release.task.Task.check` compares against.
@@ -29,9 +31,10 @@ class Workload:
     name : str
         ``<network>.<op>.<n>``.
     op : str
-        Operator kind (``conv2d``, ``dense``, ``matmul``).
+        Operator kind (``conv2d``, ``depthwise_conv2d``, ``dense``, ``matmul``).
     params : dict
-        Shape parameters (conv2d: ``n, c, h, w, k, r, s, stride, pad``; dense: ``m, k, n``).
+        Shape parameters (conv2d and depthwise_conv2d: ``n, c, h, w, k, r, s, stride, pad``, with
+        ``k == c`` for a depthwise one; dense: ``m, k, n``).
     description : str
         Human-readable shape, e.g. ``64->64, 56x56, 3x3, s1, p1``.
     """
@@ -48,16 +51,25 @@ class Workload:
         ----------
         layout : str
             conv2d only: ``"NCHW"`` (default, ``topi.nn.conv2d_nchw``) or a channel-blocked
-            ``"NCHW{cb}c"`` / ``"NCHW{cb}c{kb}k"`` (see :func:`conv2d_nchwc_te`); other ops take ``"NCHW"``.
+            ``"NCHW{cb}c"`` / ``"NCHW{cb}c{kb}k"`` (see :func:`conv2d_nchwc_te`); depthwise_conv2d:
+            ``"NCHW"`` (``topi.nn.depthwise_conv2d_nchw``) or ``"NCHW{b}c"`` (one block for input and
+            output, :func:`depthwise_conv2d_nchwc_compute`); other ops take ``"NCHW"``.
         """
         from tvm import te, topi
 
         p = self.params
         if layout != "NCHW":
-            if self.op != "conv2d":
+            if self.op not in ("conv2d", "depthwise_conv2d"):
                 raise WorkloadError(f"layout {layout!r} applies to conv2d workloads, not {self.op} ({self.name})")
             cb, kb = parse_blocked_layout(layout)
+            if self.op == "depthwise_conv2d":
+                return depthwise_conv2d_nchwc_te(p, cb, kb)
             return conv2d_nchwc_te(p, cb, kb)
+        if self.op == "depthwise_conv2d":
+            data = te.placeholder((p["n"], p["c"], p["h"], p["w"]), name="data", dtype="float32")
+            kernel = te.placeholder((p["c"], 1, p["r"], p["s"]), name="kernel", dtype="float32")
+            out = topi.nn.depthwise_conv2d_nchw(data, kernel, p["stride"], p["pad"], 1, out_dtype="float32")
+            return [data, kernel, out]
         if self.op == "conv2d":
             data = te.placeholder((p["n"], p["c"], p["h"], p["w"]), name="data", dtype="float32")
             kernel = te.placeholder((p["k"], p["c"], p["r"], p["s"]), name="kernel", dtype="float32")
@@ -83,6 +95,13 @@ class Workload:
         convolved, and the output packed back); dense and matmul use NumPy.
         """
         p = self.params
+        if layout != "NCHW" and self.op == "depthwise_conv2d":
+            data, kernel = inputs  # (N, C/b, H, W, b) and (C/b, 1, R, S, 1, b)
+            n, c1, h, w, b = data.shape
+            plain = self.reference([data.transpose(0, 1, 4, 2, 3).reshape(n, c1 * b, h, w),
+                                    kernel.transpose(0, 5, 1, 4, 2, 3).reshape(c1 * b, 1, *kernel.shape[2:4])])
+            _, _, oh, ow = plain.shape
+            return np.ascontiguousarray(plain.reshape(n, c1, b, oh, ow).transpose(0, 1, 3, 4, 2))
         if layout != "NCHW":
             cb, kb = parse_blocked_layout(layout)
             data, kernel = inputs
@@ -92,13 +111,13 @@ class Workload:
                                     kernel.transpose(0, 5, 1, 4, 2, 3).reshape(k1 * kb, c1 * cb, r, s)])
             _, _, oh, ow = plain.shape
             return np.ascontiguousarray(plain.reshape(n, k1, kb, oh, ow).transpose(0, 1, 3, 4, 2))
-        if self.op == "conv2d":
+        if self.op in ("conv2d", "depthwise_conv2d"):
             import torch
 
             with torch.no_grad():
                 out = torch.nn.functional.conv2d(
-                    torch.from_numpy(inputs[0]), torch.from_numpy(inputs[1]), stride=p["stride"], padding=p["pad"]
-                )
+                    torch.from_numpy(inputs[0]), torch.from_numpy(inputs[1]), stride=p["stride"], padding=p["pad"],
+                    groups=p["c"] if self.op == "depthwise_conv2d" else 1)
             return out.numpy()
         if self.op == "dense":
             return inputs[0] @ inputs[1].T
@@ -159,6 +178,30 @@ def conv2d_nchwc_te(p: dict, cb: int, kb: int):
     data = te.placeholder((n, c // cb, h, w, cb), name="data", dtype="float32")
     kernel = te.placeholder((k // kb, c // cb, r, s, cb, kb), name="kernel", dtype="float32")
     return [data, kernel, conv2d_nchwc_compute(data, kernel, stride, pad)]
+
+
+def depthwise_conv2d_nchwc_te(p: dict, cb: int, kb: int):
+    """A channel-blocked depthwise conv2d in TE (AutoTVM's x86 ``depthwise_conv2d_NCHWc``).
+
+    data (N, C/b, H, W, b), kernel (C/b, 1, R, S, 1, b), output (N, C/b, OH, OW, b), with
+    :func:`depthwise_conv2d_nchwc_compute`: the form MobileNets' depthwise convolutions take inside
+    blocked models, as an operator task.
+
+    Raises
+    ------
+    WorkloadError
+        Input and output blocks differ (a depthwise conv keeps each channel's block) or ``cb`` does
+        not divide the channels.
+    """
+    from tvm import te
+
+    c = p["c"]
+    if cb != kb or c % cb:
+        raise WorkloadError(f"a depthwise conv2d takes one channel block that divides its {c} channels, not "
+                            f"{cb}c/{kb}k; use NCHWc (the target's lanes) or NCHW{{b}}c")
+    data = te.placeholder((p["n"], c // cb, p["h"], p["w"], cb), name="data", dtype="float32")
+    kernel = te.placeholder((c // cb, 1, p["r"], p["s"], 1, cb), name="kernel", dtype="float32")
+    return [data, kernel, depthwise_conv2d_nchwc_compute(data, kernel, p["stride"], p["pad"])]
 
 
 def conv2d_nchwc_compute(data, kernel, stride=1, padding=0, dilation=1, out_dtype: str | None = None):
@@ -300,6 +343,16 @@ _CONV_TABLE = {
 }
 
 
+def _dwconv(name, c, hw, rs, stride, pad) -> Workload:
+    params = dict(n=1, c=c, h=hw, w=hw, k=c, r=rs, s=rs, stride=stride, pad=pad)
+    return Workload(name, "depthwise_conv2d", params, f"{c} channels, {hw}x{hw}, {rs}x{rs}, s{stride}, p{pad}")
+
+
+# (channels, input HxW, stride) of MobileNetV2's 3x3 depthwise convolutions at 224x224, first appearance order
+_DEPTHWISE_TABLE = [(32, 112, 1), (96, 112, 2), (144, 56, 1), (144, 56, 2), (192, 28, 1), (192, 28, 2),
+                    (384, 14, 1), (576, 14, 1), (576, 14, 2), (960, 7, 1)]
+
+
 def _registry() -> dict[str, Workload]:
     reg: dict[str, Workload] = {}
     for net, rows in _CONV_TABLE.items():
@@ -311,7 +364,10 @@ def _registry() -> dict[str, Workload]:
             f"bert-base.dense.{i}", "dense", dict(m=m, k=k, n=n), f"{m}x{k} @ ({n}x{k})^T"
         )
     reg["tiny.matmul.1"] = Workload("tiny.matmul.1", "matmul", dict(m=64, k=64, n=64), "64x64 @ 64x64")
+    for i, (c, hw, stride) in enumerate(_DEPTHWISE_TABLE, start=1):
+        reg[f"mobilenet_v2.depthwise_conv2d.{i}"] = _dwconv(f"mobilenet_v2.depthwise_conv2d.{i}", c, hw, 3, stride, 1)
     reg["tiny.conv2d.1"] = _conv("tiny.conv2d.1", 16, 16, 14, 3, 1, 1)
+    reg["tiny.depthwise_conv2d.1"] = _dwconv("tiny.depthwise_conv2d.1", 32, 14, 3, 1, 1)
     return reg
 
 

@@ -112,6 +112,28 @@ def test_nchwc_task_shapes_and_reference():
         create_task("tiny.conv2d.1", "llvm", layout="NCHW5c")
 
 
+@pytest.mark.parametrize("layout", [None, "NCHWc"])
+def test_depthwise_task_tunes_compiles_and_matches_pytorch(layout, fast_measure, tmp_path):
+    """A depthwise workload as an operator task, NCHW (``topi.nn.depthwise_conv2d_nchw``) and blocked
+    (``depthwise_conv2d_NCHWc``, the form blocked models run): a few trials, compiled from the log,
+    and equal to PyTorch's grouped conv (packed back for the blocked one)."""
+    from release.task import create_task, vector_lanes
+
+    task = create_task("tiny.depthwise_conv2d.1", "llvm", layout=layout)  # 32 channels, 14x14
+    b = min(32, vector_lanes("llvm"))
+    shapes = [s for s, _ in task.arg_info()]
+    if layout:
+        assert task.name == f"tiny.depthwise_conv2d.1-NCHW{b}c"
+        assert shapes == [[1, 32 // b, 14, 14, b], [32 // b, 1, 3, 3, 1, b], [1, 32 // b, 14, 14, b]]
+    else:
+        assert shapes == [[1, 32, 14, 14], [32, 1, 3, 3], [1, 32, 14, 14]]
+    assert task.layout_free == (1,) and abs(task.flop - 2 * 32 * 14 * 14 * 9) < 1
+    _, lib = _tune_and_compile(task, fast_measure, tmp_path / "dw.jsonl", n_trial=4)
+    assert task.check(lib) < 1e-4  # the reference is PyTorch's conv2d with groups = channels
+    with pytest.raises(WorkloadError, match="one channel block"):
+        create_task("tiny.depthwise_conv2d.1", "llvm", layout="NCHW4c8k")
+
+
 def test_fma_count_by_register_width():
     """FMAs are counted by the destination register width (assembly of a real kernel)."""
     import tvm

@@ -126,6 +126,55 @@ def test_explicit_block_and_convolutions_that_stay_nchw():
     assert not any("NCHWc" in t.name for t in M.extract_tasks(m, target, layout="NCHW", prepack=False))
 
 
+class _Activations(torch.nn.Module):
+    """A MobileNet-style stack with every activation ConvertLayout has no layout rule for in TVM 0.27
+    (clip: ReLU6, Hardtanh, the Hardsigmoid of Hardswish; LeakyReLU) between blocked convolutions,
+    depthwise ones included."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.c1 = torch.nn.Conv2d(8, 16, 1)
+        self.dw1 = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.c2 = torch.nn.Conv2d(16, 16, 1)
+        self.dw2 = torch.nn.Conv2d(16, 16, 3, stride=2, padding=1, groups=16, bias=False)
+        self.c3 = torch.nn.Conv2d(16, 8, 1)
+
+    def forward(self, x):
+        y = torch.nn.functional.relu6(self.c1(x))
+        y = torch.nn.functional.leaky_relu(self.dw1(y), 0.1)
+        y = torch.nn.functional.hardtanh(self.c2(y), -1.0, 2.0)
+        y = torch.nn.functional.hardswish(self.dw2(y))
+        return self.c3(y)
+
+
+@pytest.mark.parametrize("route", ["pytorch", "onnx"])
+def test_activations_stay_blocked_and_fuse_into_the_convolutions(route, tmp_path):
+    """Each activation ConvertLayout cannot carry (clip, leaky relu) is written as maximum/minimum, so
+    the blocked region runs from the first convolution to the last: two layout transforms in the
+    whole model (the NCHW input and output), every activation fused into a convolution's epilogue,
+    and the output PyTorch's."""
+    import re
+
+    from release.target import resolve_target
+
+    target = resolve_target("llvm")
+    net, x = _Activations().eval(), torch.randn(1, 8, 10, 10)
+    if route == "pytorch":
+        m = M.from_pytorch(net, [x], name="acts")
+    else:
+        torch.onnx.export(net, (x,), str(tmp_path / "acts.onnx"), dynamo=False, input_names=["x"])
+        m = M.from_onnx(str(tmp_path / "acts.onnx"))
+    mod = M.prepare(m.mod, m.params, target, layout="NCHW4c")
+    calls = re.findall(r"R\.call_tir\((\w+),", mod["main"].script())
+    assert sum("layout_transform" in c for c in calls) == 2, calls
+    assert all("conv2d_NCHWc" in c for c in calls if "layout_transform" not in c), calls  # nothing runs alone
+    assert sum("depthwise_conv2d_NCHWc" in c for c in calls) == 2, calls
+    out = M.evaluate(m, M.compile_model(m, target, layout="NCHW4c", prepack=False), number=1, repeat=1,
+                     rtol=1e-4, atol=1e-4)
+    assert out["max_abs_err"] < 1e-4
+
+
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW0c", "nchwc", "NCHW8c16k"])
 def test_bad_layout_is_refused_with_the_accepted_forms(blocks, layout):
     with pytest.raises(ModelError, match=f"model layout '{layout}' is not NCHW, NCHWc"):

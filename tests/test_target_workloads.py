@@ -38,6 +38,9 @@ def test_registry_has_the_26_chameleon_conv2d_tasks_and_bert_dense():
     assert len([n for n in WORKLOADS if n.startswith("bert-base.dense.")]) == 3
     w = get_workload("resnet18.conv2d.2")
     assert w.params == dict(n=1, c=64, h=56, w=56, k=64, r=3, s=3, stride=1, pad=1)
+    dws = [n for n in WORKLOADS if ".depthwise_conv2d." in n and not n.startswith("tiny")]
+    assert len(dws) == 10 and get_workload("mobilenet_v2.depthwise_conv2d.2").params == \
+        dict(n=1, c=96, h=112, w=112, k=96, r=3, s=3, stride=2, pad=1)
 
 
 def test_unknown_workload_suggests_names():
