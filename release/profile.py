@@ -61,7 +61,7 @@ def _conv_kind(data, weight, out) -> str:
     per_group = None
     if len(w) == 4 and w[0] == c_out:
         per_group, kh, kw = w[1], w[2], w[3]
-    elif len(w) == 6 and w[0] * w[5] == c_out:
+    elif len(w) == 6 and w[0] * w[5] == c_out and w[1] * w[4] in (c_in, 1):  # else a 6-D layout of the schedule's
         per_group, kh, kw = w[1] * w[4], w[2], w[3]
     if per_group is not None:
         if per_group == c_in:

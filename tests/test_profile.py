@@ -23,6 +23,9 @@ from release.profile import KINDS, gap_table, ort_kind, tvm_kind
     # a residual input of the output's shape is larger than a pre-packed 1x1 weight: not taken for the weight
     ("fused_conv2d_NCHWc5_add5_add8_prepacked", [(1, 6, 14, 14, 16), (4, 6, 1, 1, 16, 16), (1, 4, 1, 1, 16),
                                                  (1, 4, 14, 14, 16), (1, 4, 14, 14, 16)], "conv2d 1x1"),
+    # a pre-packed 1x1 weight of six dimensions that are not OIHW{i}i{o}o (144 -> 24 channels): by element count
+    ("fused_conv2d_NCHWc5_add4_add6_prepacked", [(1, 9, 56, 56, 16), (2, 3, 2, 3, 8, 12), (2, 12),
+                                                 (1, 2, 56, 56, 12), (1, 2, 56, 56, 12)], "conv2d 1x1"),
     ("fused_conv2d3_add_clip", [(1, 96, 56, 56), (96, 1, 3, 3), (1, 96, 1, 1), (1, 96, 56, 56)], "conv2d depthwise"),
     ("fused_conv2d_NCHWc2", [(1, 6, 56, 56, 16), (6, 1, 3, 3, 1, 16), (1, 6, 56, 56, 16)], "conv2d depthwise"),
     ("conv2d5", [(1, 64, 28, 28), (64, 16, 3, 3), (1, 64, 28, 28)], "conv2d grouped"),
