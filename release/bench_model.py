@@ -76,8 +76,9 @@ REFERENCES = ("eager", "torch.compile", "onnxruntime")
 
 MODEL_TIERS = {
     # The issue-16 tier: hours on a quiet 2-core machine (see notes/issue-16.md for the estimate).
-    "model": dict(models=["resnet18", "mobilenet_v2", "bert-base-layer"],
-                  n_trial={"resnet18": 2000, "mobilenet_v2": 2000, "bert-base-layer": 1000},
+    "model": dict(models=["resnet18", "resnet50", "mobilenet_v2", "bert-base-layer", "vit-b16"],
+                  n_trial={"resnet18": 2000, "resnet50": 2000, "mobilenet_v2": 2000, "bert-base-layer": 1000,
+                           "vit-b16": 2000},
                   tuners=["release+", "xgb", MS], seeds=[0], checkpoints=4, references=list(REFERENCES),
                   ms_trials_per_iter=64, layout="NCHWc"),
     # The harness end to end in about a minute: tiny-cnn (2 tasks), a few trials.

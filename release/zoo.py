@@ -1,9 +1,10 @@
 """Built-in PyTorch models for model-level tuning (random weights; tuning needs shapes only).
 
 torchvision does not import beside the CPU build of PyTorch 2.13 here, and no weights can be
-downloaded, so the CNNs follow torchvision's definitions layer for layer (same convolutions,
-strides and paddings), and the BERT-base encoder layer is PyTorch's own
-``nn.TransformerEncoderLayer`` at BERT-base sizes (hidden 768, 12 heads, FFN 3072, GELU).
+downloaded, so the CNNs (ResNet-18 and -50, VGG-16, AlexNet, MobileNetV2) follow torchvision's
+definitions layer for layer (same convolutions, strides and paddings), the BERT-base encoder layer is
+PyTorch's own ``nn.TransformerEncoderLayer`` at BERT-base sizes (hidden 768, 12 heads, FFN 3072, GELU),
+and ViT-B/16 stacks twelve pre-norm layers of it behind a patch convolution.
 
 Each entry is ``name -> (factory, input shape)``; :func:`build` returns the module in eval mode
 and a seeded example input.
@@ -51,6 +52,69 @@ def _defs() -> dict[str, tuple[Callable, tuple]]:
         def forward(self, x):
             x = self.layers(self.stem(x))
             return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+    class Bottleneck(nn.Module):
+        """torchvision's ResNet-50 block: 1x1 reduce, 3x3 (the stride, as torchvision v1.5), 1x1 expand x4."""
+
+        def __init__(self, cin, width, stride):
+            super().__init__()
+            cout = width * 4
+            self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(width)
+            self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(width)
+            self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+            self.bn3 = nn.BatchNorm2d(cout)
+            self.downsample = None
+            if stride != 1 or cin != cout:
+                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            y = torch.relu(self.bn1(self.conv1(x)))
+            y = torch.relu(self.bn2(self.conv2(y)))
+            y = self.bn3(self.conv3(y))
+            return torch.relu(y + (x if self.downsample is None else self.downsample(x)))
+
+    class ResNet50(nn.Module):
+        def __init__(self, classes=1000):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                      nn.MaxPool2d(3, 2, 1))
+            blocks, cin = [], 64
+            for width, n, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+                for i in range(n):
+                    blocks.append(Bottleneck(cin, width, stride if i == 0 else 1))
+                    cin = width * 4
+            self.layers = nn.Sequential(*blocks)
+            self.fc = nn.Linear(2048, classes)
+
+        def forward(self, x):
+            x = self.layers(self.stem(x))
+            return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+    class ViT(nn.Module):
+        """ViT-B/16 at 224x224 (Dosovitskiy et al., ICLR 2021; torchvision's ``vit_b_16`` sizes): a 16x16
+        stride-16 patch convolution, a class token and learned position embeddings, 12 pre-norm encoder
+        layers (PyTorch's ``nn.TransformerEncoderLayer``, hidden 768, 12 heads, MLP 3072, GELU), a final
+        layer norm and a linear head on the class token."""
+
+        def __init__(self, image=224, patch=16, dim=768, depth=12, heads=12, mlp=3072, classes=1000):
+            super().__init__()
+            self.patch = nn.Conv2d(3, dim, patch, patch)
+            self.cls = nn.Parameter(torch.zeros(1, 1, dim))
+            self.pos = nn.Parameter(torch.randn(1, (image // patch) ** 2 + 1, dim) * 0.02)
+            self.layers = nn.ModuleList(
+                nn.TransformerEncoderLayer(dim, heads, mlp, dropout=0.0, activation="gelu", batch_first=True,
+                                           norm_first=True) for _ in range(depth))
+            self.norm = nn.LayerNorm(dim)
+            self.head = nn.Linear(dim, classes)
+
+        def forward(self, x):
+            x = self.patch(x).flatten(2).transpose(1, 2)
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+            for layer in self.layers:
+                x = layer(x)
+            return self.head(self.norm(x)[:, 0])
 
     def vgg16():
         cfg = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
@@ -116,6 +180,8 @@ def _defs() -> dict[str, tuple[Callable, tuple]]:
 
     return {
         "resnet18": (ResNet18, (1, 3, 224, 224)),
+        "resnet50": (ResNet50, (1, 3, 224, 224)),
+        "vit-b16": (ViT, (1, 3, 224, 224)),
         "vgg16": (vgg16, (1, 3, 224, 224)),
         "alexnet": (alexnet, (1, 3, 224, 224)),
         "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224)),
@@ -124,7 +190,7 @@ def _defs() -> dict[str, tuple[Callable, tuple]]:
     }
 
 
-MODEL_NAMES = ("resnet18", "vgg16", "alexnet", "mobilenet_v2", "bert-base-layer", "tiny-cnn")
+MODEL_NAMES = ("resnet18", "resnet50", "vit-b16", "vgg16", "alexnet", "mobilenet_v2", "bert-base-layer", "tiny-cnn")
 
 
 def build(name: str, seed: int = 0):
