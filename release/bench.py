@@ -416,8 +416,13 @@ def torch_reference(workload: str, repeat: int = 30, threads: int | None = None,
 
 
 def machine() -> dict:
-    """CPU model, cores and library versions, for the results."""
+    """CPU model, cores, library versions, the date (UTC) and the code's version and git revision
+    (:func:`release.measure.result.provenance`), for the results: every committed figure names its
+    machine, date and code revision."""
+    import datetime
     import importlib.metadata as md
+
+    from .measure.result import provenance
 
     cpu = platform.processor()
     try:
@@ -433,8 +438,10 @@ def machine() -> dict:
             vers[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             vers[pkg] = None
+    version, revision = provenance()
     return {"cpu": cpu, "llvm_mcpu": host_cpu(), "cores": host_cores(), "python": platform.python_version(),
-            "versions": vers}
+            "versions": vers, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+            "release": f"{version}@{revision or 'no-git'}"}
 
 
 def report(cfg: BenchConfig, command: str = "") -> dict:
@@ -655,7 +662,9 @@ def markdown(result: dict) -> str:
     cfg = result["config"]
     lines = [f"# Benchmark `{cfg['tier']}`", "",
              f"Command: `{result['command']}`  ", f"Machine: {result['machine']['cpu']}, "
-             f"{result['machine']['cores']} cores, TVM {result['machine']['versions'].get('apache-tvm')}  ",
+             f"{result['machine']['cores']} cores, TVM {result['machine']['versions'].get('apache-tvm')}; "
+             f"{result['machine'].get('date', 'date not recorded')}, release "
+             f"{result['machine'].get('release', 'revision not recorded')}  ",
              f"Workloads: {', '.join(cfg['workloads'])}; seeds {cfg['seeds']}; {cfg['n_trial']} trials; "
              f"baseline {result['baseline']}  ", _threads_line(result.get("threads")), "",
              f"### Against {result['baseline']}", ""]

@@ -637,7 +637,8 @@ def markdown(result: dict) -> str:
     mach = result["machine"]
     lines = [f"# Benchmark `{cfg['tier']}` (whole models)", "", f"Command: `{result['command']}`  ",
              f"Machine: {mach['cpu']}, {mach['cores']} cores, TVM {mach['versions'].get('apache-tvm')}, "
-             f"PyTorch {mach['versions'].get('torch')}  ",
+             f"PyTorch {mach['versions'].get('torch')}; {mach.get('date', 'date not recorded')}, "
+             f"release {mach.get('release', 'revision not recorded')}  ",
              f"Threads: every TVM timing, tuning measurement and reference on {result['threads']}  ",
              f"Tuners: {', '.join(cfg['tuners'])} (`ms` = MetaSchedule tune_relax); seeds {cfg['seeds']}; "
              f"trials per model {cfg['n_trial']}; curve points every 1/{cfg['checkpoints']} of the budget", "",

@@ -182,3 +182,20 @@ def test_report_flags_tables_built_from_logs_of_different_revisions(tmp_path):
                                         tuners=["random", "grid"], seeds=[0], against=["grid"])
     assert bench.report(first)["provenance"] == {"tiny.matmul.1": {"0.1.0@aaaaaaaaaaaa": 2}}
     assert "Mixed code" not in (tmp_path / "one" / "table.md").read_text()
+
+
+def test_results_name_their_date_and_code_revision():
+    """Every results file names its machine, date and code revision (a table read later, elsewhere,
+    says where and from what code its figures came)."""
+    import datetime
+    import re
+
+    m = bench.machine()
+    assert m["date"] == datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    assert re.fullmatch(r"[\w.+-]+@([0-9a-f]{12}|no-git)", m["release"]), m["release"]
+    from release import bench_model
+
+    text = bench_model.markdown({"config": {"tier": "model", "tuners": ["random"], "seeds": [0], "n_trial": {},
+                                            "checkpoints": 4, "models": []},
+                                 "command": "c", "machine": m, "threads": 2, "models": {}})
+    assert f"{m['date']}, release {m['release']}" in text
