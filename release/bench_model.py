@@ -75,7 +75,7 @@ def split_tuner(spec: str) -> tuple[str, bool]:
 REFERENCES = ("eager", "torch.compile", "onnxruntime")
 
 MODEL_TIERS = {
-    # The issue-16 tier: hours on a quiet 2-core machine (see notes/issue-16.md for the estimate).
+    # The whole-model tier: hours on a quiet 2-core machine (docs/design/model-tuning.md).
     "model": dict(models=["resnet18", "mobilenet_v2", "bert-base-layer"],
                   n_trial={"resnet18": 2000, "mobilenet_v2": 2000, "bert-base-layer": 1000},
                   tuners=["release+", "xgb", MS], seeds=[0], checkpoints=4, references=list(REFERENCES),
