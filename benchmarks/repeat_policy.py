@@ -175,7 +175,7 @@ def measure_workload(name: str, log: str | None, policies, args) -> dict:
 
 
 def markdown(result: dict) -> str:
-    lines = ["# Repeat policy: ranking fidelity against run time (issue 17, item 4)", "",
+    lines = ["# Repeat policy: ranking fidelity against run time", "",
              f"Command: `{result['command']}`  ", f"Machine: {result['machine']['cpu']}, {result['machine']['cores']} cores, "
              f"TVM {result['machine']['versions'].get('apache-tvm')}; kernels timed on {result['threads']} threads", "",
              "Policy = number,repeat,min_repeat_ms; ref = number grown to "

@@ -59,7 +59,7 @@ TIERS = {
     # Chameleon's 26 conv2d tasks, 16 rounds of 64; for a big machine or a GPU box (--target cuda).
     "paper": dict(workloads=None, n_trial=1024, seeds=[0, 1, 2],
                   rounds=16, tuners=["xgb", "sa-as", "rl", "release", "release+", "ms-evolutionary", "random"]),
-    # Issue 3's comparison of the baselines (AutoTVM's XGBTuner and GATuner, MetaSchedule, random).
+    # The comparison of the baselines (AutoTVM's XGBTuner and GATuner, MetaSchedule, random).
     "baselines": dict(workloads=["resnet18.conv2d.2", "resnet18.conv2d.6", "resnet18.conv2d.9"], n_trial=256,
                       seeds=[0, 1, 2], rounds=4, tuners=["xgb", "ga", "ms-evolutionary", "random"]),
     # Chameleon's four-way ablation (SA = xgb, RL, SA+AS, RL+AS = release) plus ours (release+).
@@ -271,7 +271,7 @@ def remeasure(cfg: BenchConfig, top: int = 3, rounds: int = 3, seed: int = 0) ->
 def continued_rounds(rounds) -> np.ndarray:
     """Round numbers (cost-model refits before each measurement) made non-decreasing across resumes.
 
-    Logs written before the round fix (``Tuner.round_base``, third session) restart their rounds at 1
+    Logs written before the round fix (``Tuner.round_base``, 2026-11-30) restart their rounds at 1
     when a run is resumed, e.g. ``0 0 1 1 2 | 1 1 2``; the resumed segment is shifted to continue after the
     last round, ``0 0 1 1 2 | 3 3 4``, which is what the fixed tuner logs. Logs that never decrease are
     returned unchanged. Shape ``(n,)`` int."""

@@ -13,7 +13,7 @@ encoder layer; :mod:`release.zoo`) with every tuner of the tier and the same tot
   ``<out>/logs/<model>.ms.s<seed>/``. ``tune_relax`` does not resume: a run killed part-way is
   started again from nothing (its partial database is moved aside).
 
-Warm runs (issue 17, item 5's whole-model row): a tuner named ``TUNER:warm`` (a model-based tuner,
+Warm runs (the whole-model row of the warm-start benchmark): a tuner named ``TUNER:warm`` (a model-based tuner,
 ``release+:warm``) is that tuner given the knowledge base ``knowledge`` (``--knowledge DIR``) through
 :func:`release.model.tune_model` (transfer-tuning seeds, the default use). Each warm run reads its own
 copy of the base (``<out>/kb-runs/<log name>``), made before its first trial, so no run learns from
@@ -22,8 +22,8 @@ another run's records; its log is ``<model>.<tuner>-warm.s<seed>...``. Listed be
 cold run's final latency.
 
 Layout: the ``model`` tier tunes the models with conv2d in NCHWc (channel blocks of the target's
-vector lanes, weights transformed at compile time; the space that beats PyTorch eager on a CPU, issue
-16), every tuner and MetaSchedule on the same converted model (``--layout``; ``model-smoke``: NCHW).
+vector lanes, weights transformed at compile time; the space that beats PyTorch eager on a CPU,
+docs/design/layouts-and-prepacking.md), every tuner and MetaSchedule on the same converted model (``--layout``; ``model-smoke``: NCHW).
 Logs of a layout other than NCHW carry it in their names (``<model>.<tuner>.s<seed>.NCHWc.jsonl``).
 
 The curve: at ``checkpoints`` fractions of the budget (default every 25%), the model is compiled
@@ -75,7 +75,7 @@ def split_tuner(spec: str) -> tuple[str, bool]:
 REFERENCES = ("eager", "torch.compile", "onnxruntime")
 
 MODEL_TIERS = {
-    # The issue-16 tier: hours on a quiet 2-core machine (see notes/issue-16.md for the estimate).
+    # The whole-model tier: hours on a quiet 2-core machine (docs/design/model-tuning.md).
     "model": dict(models=["resnet18", "resnet50", "mobilenet_v2", "bert-base-layer", "vit-b16"],
                   n_trial={"resnet18": 2000, "resnet50": 2000, "mobilenet_v2": 2000, "bert-base-layer": 1000,
                            "vit-b16": 2000},
@@ -109,7 +109,7 @@ class ModelBenchConfig:
     scheduler: str = "gradient"
     layout: str = "NCHW"
     """conv2d layout inside the models (:func:`release.model.model_layout`): ``"NCHWc"`` is the space
-    that beats PyTorch on a CPU (issue 16); every tuner, MetaSchedule included, tunes and compiles the
+    that beats PyTorch on a CPU (docs/design/layouts-and-prepacking.md); every tuner, MetaSchedule included, tunes and compiles the
     same converted model. Logs of another layout are kept apart (the layout is in their names)."""
     ms_trials_per_iter: int | None = 64
     """MetaSchedule's candidates per iteration: 64 is ``tune_relax``'s default (the model tier);

@@ -490,8 +490,8 @@ def main(argv=None) -> int:
     corr = [e for e in rows if e["drift_corrected"]]
     if corr:
         lines += ["", "Drift-corrected: each log's curve multiplied by its drift factor (median over its re-timed configs "
-                  "of logged mean cost / re-timed fastest cost), the target by cold xgb's, so runs made in different "
-                  "sessions compare on the re-time's scale:", "",
+                  "of logged mean cost / re-timed fastest cost), the target by cold xgb's, so runs made hours or days "
+                  "apart compare on the re-time's scale:", "",
                   "| layer | seed | row | drift factor | measurements to target | x fewer | to 95% | x fewer to 95% |",
                   "|---|---|---|---:|---:|---:|---:|---:|"]
         for e in corr:

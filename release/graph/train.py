@@ -12,7 +12,7 @@ limit scores -1). The baseline is the mean reward of the *other* samples of the 
 deviation over the step. Loss = -mean(advantage x log-prob) - ``entropy`` x mean per-node entropy; Adam.
 With ``per_node_logp`` the log-probability is divided by the node count (without it, the sum over ~40 nodes x
 heads outweighs the entropy bonus and the peak-memory policy collapsed to one deterministic choice within 170
-steps; notes/issue-8.md).
+steps; docs/design/regal.md).
 
 BRKGA runs go to a ``concurrent.futures.ProcessPoolExecutor`` with ``workers`` processes (each with
 ``torch.set_num_threads(1)``), or run inline with ``workers <= 1``. Ray is not used (not installed here).

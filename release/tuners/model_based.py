@@ -15,22 +15,22 @@ One round (AutoTVM ``ModelBasedTuner``, Chameleon's adaptive sampling as an opti
    sampler: 5% of the configs it picked) are random unvisited configs (AutoTVM's epsilon-greedy
    rule).
 
-Warm start (issue 17): a cost model whose ``warm`` attribute is true (a
+Warm start: a cost model whose ``warm`` attribute is true (a
 :class:`release.cost_model.transfer.TransferCostModel` holding usable knowledge) is fitted before
 the first round, so the first plan comes from the model instead of ``plan_size`` random configs;
 the epsilon-greedy share of random picks stays. That first warm round is half model, half random
 (:attr:`ModelBasedTuner.warm_explore`, 0.5): a round planned by the transferred model alone gives
 the task's own model data from the region the knowledge favours only, and the search stays there
 (measured, resnet18.conv2d.4 held out, xgb, 512 trials: 193 GFLOPS warm against 295 cold, both
-re-timed side by side; ``notes/issue-17.md``). :attr:`ModelBasedTuner.random_picks` counts the
+re-timed side by side; ``docs/design/knowledge-base.md``). :attr:`ModelBasedTuner.random_picks` counts the
 random configs handed out. The other warm start, transfer-tuning *seeds*
 (:attr:`ModelBasedTuner.seeds`), leaves the cost model cold: the first round measures the seeds,
 then random configs up to ``plan_size``, and the task's own model takes over from the first fit.
-So that the seeds do not anchor the search (issue 31: xgb with seeds ended 9% below cold on
+So that the seeds do not anchor the search (xgb with seeds ended 9% below cold on
 held-out layers), every round planned while the best is still a seed's (the seed or one knob from it)
 keeps :attr:`ModelBasedTuner.seed_explore` (25%) of its picks random.
 
-Local exploitation (issue 17, ``local_search=True``): once ``patience`` trials passed without a
+Local exploitation (``local_search=True``): once ``patience`` trials passed without a
 new best, a Droplet-style coordinate search around the best measured config
 (:class:`release.tuners.local.DropletSearch`) proposes the configs; when it has no move left the
 model's plans resume. :attr:`ModelBasedTuner.flattened` tells a task scheduler that the task

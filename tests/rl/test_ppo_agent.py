@@ -87,7 +87,7 @@ def test_rl_optimizer_returns_best_unvisited(conv_task):
     assert not set(again) & excl and len(again) == 64
     assert all(c == space.canonical(c) for c in again)
     # better than the top decile of random configs under the same model (with the paper's settings the
-    # plan is about as good as the top 64 of as many random queries: see notes/issue-4.md)
+    # plan is about as good as the top 64 of as many random queries: see docs/design/search-and-cost-model.md)
     rand = model.predict(space.sample(1000, np.random.default_rng(0)))
     assert model.predict(np.array(again)).mean() > np.quantile(rand, 0.9)
     st = opt.last_stats
