@@ -259,8 +259,10 @@ def conv2d_blocked_layouts(call, lanes: int) -> list[str] | None:
     Blocks are :func:`release.workloads.block_sizes` (the largest divisor of the input and of the
     output channels up to ``lanes``: 8 and 8 for 64 -> 64 with AVX2, 3 and 8 for an RGB input), so
     the vector dimension is the output-channel block (AutoTVM's x86 NCHWc, oneDNN's ``nChw8c``).
-    Kept in NCHW: grouped or depthwise convolutions, layouts other than NCHW/OIHW, symbolic shapes
-    and convolutions whose output-channel block would be 1 (no vector to fill).
+    A depthwise convolution (groups = input = output channels, channel multiplier 1) takes one block
+    ``b`` for data and output and the weight ``OIHW1i{b}o`` (AutoTVM's x86 ``depthwise_conv2d_NCHWc``).
+    Kept in NCHW: grouped convolutions and depthwise ones with a channel multiplier, layouts other than
+    NCHW/OIHW, symbolic shapes and convolutions whose output-channel block would be 1 (no vector to fill).
     """
     from .workloads import block_sizes
 
