@@ -9,6 +9,8 @@ import pytest
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
+# slow: ~20 s of MetaSchedule tune_tir; the strategy's clone and bad input are checked below in make test
+@pytest.mark.slow
 def test_tune_tir_with_release_strategy_then_compile_tir(matmul_task, tmp_path, monkeypatch):
     import tvm
     from tvm.s_tir import meta_schedule as ms

@@ -53,6 +53,8 @@ def test_contradicting_or_bad_knowledge_flags_are_one_line_errors(tmp_path, caps
     assert not (tmp_path / "x.jsonl").exists()
 
 
+# slow: four tuning processes, ~42 s; knowledge/test_travel's fresh-home test runs the default base's warm start in make test
+@pytest.mark.slow
 def test_tune_adds_its_records_to_the_knowledge_base_unless_told_not_to(tmp_path):
     default = tmp_path / "default-kb"
     env = dict(os.environ, RELEASE_KNOWLEDGE=str(default))
