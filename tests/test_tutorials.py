@@ -251,6 +251,7 @@ def test_tutorial_quick(name, workspace, process_groups, monkeypatch, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.tutorial
 @pytest.mark.parametrize("name", TUTORIALS)
 def test_tutorial(name, workspace, process_groups, monkeypatch):
     """Every block of a tutorial not marked ``not run``, in order, as a user would run them."""
