@@ -204,6 +204,29 @@ def depthwise_conv2d_nchwc_te(p: dict, cb: int, kb: int):
     return [data, kernel, depthwise_conv2d_nchwc_compute(data, kernel, p["stride"], p["pad"])]
 
 
+def _blocked_window(data, r: int, s: int, stride, padding, dilation):
+    """The sliding window of a convolution over blocked data (N, C/b, H, W, b): ``(padded data, (stride h,
+    w), (dilation h, w), OH, OW)``, with strides, dilations and paddings as Relax's ``nn.conv2d`` attributes
+    give them (an int, (h, w), or padding (top, left, bottom, right)). The padding is ``topi.nn.pad``'s
+    ``pad_temp``, left out when it is zero."""
+    from tvm import topi
+
+    def pair(v):
+        v = [int(x) for x in v] if isinstance(v, (list, tuple)) or hasattr(v, "__len__") else [int(v)]
+        return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
+
+    sh, sw = pair(stride)
+    dh, dw = pair(dilation)
+    pv = [int(x) for x in padding] if hasattr(padding, "__len__") else [int(padding)]
+    pt, pl, pb, pr = {1: pv * 4, 2: pv * 2, 4: pv}.get(len(pv), pv)
+    h, w = int(data.shape[2]), int(data.shape[3])
+    oh = (h + pt + pb - (r - 1) * dh - 1) // sh + 1
+    ow = (w + pl + pr - (s - 1) * dw - 1) // sw + 1
+    padded = (topi.nn.pad(data, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], name="pad_temp")
+              if (pt, pl, pb, pr) != (0, 0, 0, 0) else data)
+    return padded, (sh, sw), (dh, dw), oh, ow
+
+
 def conv2d_nchwc_compute(data, kernel, stride=1, padding=0, dilation=1, out_dtype: str | None = None):
     """The channel-blocked conv2d of :func:`conv2d_nchwc_te` on given TE tensors (any shapes, strides,
     paddings, dilations): the compute that both operator tasks and blocked convolutions inside
@@ -227,24 +250,13 @@ def conv2d_nchwc_compute(data, kernel, stride=1, padding=0, dilation=1, out_dtyp
     te.Tensor
         (N, K/kb, OH, OW, kb), named ``conv2d_NCHWc``; reduction axes ``icc, kh, kw, icb`` kept apart.
     """
-    from tvm import te, topi
+    from tvm import te
 
-    def pair(v):
-        v = [int(x) for x in v] if isinstance(v, (list, tuple)) or hasattr(v, "__len__") else [int(v)]
-        return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
-
-    sh, sw = pair(stride)
-    dh, dw = pair(dilation)
-    pv = [int(x) for x in padding] if hasattr(padding, "__len__") else [int(padding)]
-    pt, pl, pb, pr = {1: pv * 4, 2: pv * 2, 4: pv}.get(len(pv), pv)
     out_dtype = out_dtype or data.dtype
-    _, c1, h, w, cb = (int(x) for x in data.shape)
+    _, c1, _, _, cb = (int(x) for x in data.shape)
     k1, _, r, s, _, kb = (int(x) for x in kernel.shape)
     n = data.shape[0]
-    oh = (h + pt + pb - (r - 1) * dh - 1) // sh + 1
-    ow = (w + pl + pr - (s - 1) * dw - 1) // sw + 1
-    padded = (topi.nn.pad(data, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], name="pad_temp")
-              if (pt, pl, pb, pr) != (0, 0, 0, 0) else data)
+    padded, (sh, sw), (dh, dw), oh, ow = _blocked_window(data, r, s, stride, padding, dilation)
     icc = te.reduce_axis((0, c1), name="icc")
     kh = te.reduce_axis((0, r), name="kh")
     kw = te.reduce_axis((0, s), name="kw")
@@ -287,23 +299,12 @@ def depthwise_conv2d_nchwc_compute(data, kernel, stride=1, padding=0, dilation=1
     te.Tensor
         (N, C/b, OH, OW, b), named ``depthwise_conv2d_NCHWc``; reduction over the kernel taps.
     """
-    from tvm import te, topi
+    from tvm import te
 
-    def pair(v):
-        v = [int(x) for x in v] if isinstance(v, (list, tuple)) or hasattr(v, "__len__") else [int(v)]
-        return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
-
-    sh, sw = pair(stride)
-    dh, dw = pair(dilation)
-    pv = [int(x) for x in padding] if hasattr(padding, "__len__") else [int(padding)]
-    pt, pl, pb, pr = {1: pv * 4, 2: pv * 2, 4: pv}.get(len(pv), pv)
     out_dtype = out_dtype or data.dtype
-    _, c1, h, w, b = (int(x) for x in data.shape)
+    _, c1, _, _, b = (int(x) for x in data.shape)
     _, _, r, s, _, _ = (int(x) for x in kernel.shape)
-    oh = (h + pt + pb - (r - 1) * dh - 1) // sh + 1
-    ow = (w + pl + pr - (s - 1) * dw - 1) // sw + 1
-    padded = (topi.nn.pad(data, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], name="pad_temp")
-              if (pt, pl, pb, pr) != (0, 0, 0, 0) else data)
+    padded, (sh, sw), (dh, dw), oh, ow = _blocked_window(data, r, s, stride, padding, dilation)
     kh = te.reduce_axis((0, r), name="kh")
     kw = te.reduce_axis((0, s), name="kw")
 
