@@ -244,8 +244,7 @@ def default_layout(target) -> str:
 
 
 def _static_shape(expr) -> list[int] | None:
-    sinfo = getattr(expr, "struct_info", None) or getattr(expr, "ty", None)
-    shape = getattr(sinfo, "shape", None)
+    shape = getattr(_sinfo(expr), "shape", None)
     try:
         return [int(x) for x in shape]
     except (TypeError, ValueError):  # unknown rank or a symbolic dimension
