@@ -375,6 +375,27 @@ class TVMPlanModel:
         self.evaluations += 1
         return int(sum(self.plan(order))) + self.unplanned_bytes
 
+    def lower_bound_bytes(self) -> int:
+        """A lower bound on :meth:`plan_bytes` over every order: the unplanned bytes plus, for the kernel call
+        that uses the most planned bytes, the bytes of the distinct planned tensors it reads and writes.
+
+        Why it holds: while a kernel runs, every tensor it uses has a reference count above zero, so each sits in
+        its own storage token, of at least its size (a token is reused only when it is at least as large, or is
+        enlarged to the size asked for), and tokens never shrink; the plan is the sum of the final token sizes.
+        Evaluates nothing.
+
+        Returns
+        -------
+        int
+            Bytes.
+        """
+        best = 0
+        for grp in self._groups:
+            for ev in grp:
+                if ev[0] == "call":
+                    best = max(best, sum(self._sites[s].bytes for s in set(ev[1])))
+        return int(best) + self.unplanned_bytes
+
     def given_order_bytes(self) -> int:
         """:meth:`plan_bytes` of the module's own binding order."""
         return self.plan_bytes(range(self.n))
