@@ -743,10 +743,12 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
 
     Notes
     -----
-    A task scheduler over tuning sessions (:class:`release.session.TuningSession`, one per task)
-    that share one measure option (worker pools) and one log: each step gives ``chunk`` trials
-    to the task the scheduler picks and runs that task's session (ask -> measure -> tell) with
-    the task's measurer, made once.
+    The loop is :class:`release.scheduler.TaskScheduler` over the tasks' tuning sessions
+    (:class:`release.session.TuningSession`, one per task) that share one measure option (worker
+    pools) and one log: each step gives ``chunk`` trials to the task the policy (``scheduler``)
+    picks and runs that task's session (ask -> measure -> tell) with the task's measurer, made
+    once. Callbacks' ``on_start``/``on_finish``, the output check of each task's best config and its
+    rejection summary run once per task, after its last chunk.
 
     Tasks are tuned in the order of their share of the end-to-end latency
     (:func:`latency_shares`): the measured ``weight x best latency`` of the tasks the log already
@@ -755,13 +757,11 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     cost the model most; the returned result lists the tasks in that order.
     """
     from .errors import TunerError
-    from .measure import Measurer
     from .measure import measure_option as make_option
     from .measure.measurer import measure_missing_defaults
     from .measure.records import log_to_file
-    from .scheduler import make_scheduler
+    from .scheduler import TaskScheduler
     from .tuners import get_tuner
-    from .tuners.callback import progress_bar
 
     check_n_trial(n_trial)
     if not tasks:
@@ -791,8 +791,6 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     order = sorted(range(len(tasks)), key=lambda i: -shares[i])
     tasks = [tasks[i] for i in order]
     share_of = {t.key: float(shares[i]) for t, i in zip(tasks, order)}
-    measurers: dict = {}
-    sched = make_scheduler(scheduler, tasks, seed=seed)
     used = sum(tu.trials for tu in tuners.values())
     bar = None
     if progress:
@@ -800,27 +798,16 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
 
         bar = make_progress(n_trial, desc="model", unit="trial", initial=min(used, n_trial))
     per_trial = [_TrialProgress(bar, share_of)] if bar is not None else []  # a chunk can take minutes
+
+    def on_chunk(tu, gained: int) -> None:
+        if bar is not None:  # the trials the callback did not see (none, unless a tuner reports fewer)
+            bar.set_postfix_str(_TrialProgress.postfix(tu, share_of))
+            bar.update(max(0, gained - per_trial[0].take()))
+
+    sched = TaskScheduler(tasks, tuners, scheduler, opt, [logcb, *extra, *per_trial], chunk=chunk, seed=seed,
+                          on_chunk=on_chunk)
     try:
-        while used < n_trial:
-            alive = [i for i, t in enumerate(tasks) if tuners[t.key].has_next()]
-            if not alive:
-                break
-            i = sched.next_task([tuners[t.key] for t in tasks], alive)
-            task = tasks[i]
-            tu = tuners[task.key]
-            before = tu.trials
-            want = min(chunk, n_trial - used)
-            if task.key not in measurers:
-                measurers[task.key] = Measurer(task, opt)
-            tu.tune(tu.trials + want, measurers[task.key], callbacks=[logcb, *extra, *per_trial], resume=False)
-            gained = tu.trials - before
-            used += gained
-            sched.observe(i, tu)
-            if bar is not None:  # the trials the callback did not see (none, unless a tuner reports fewer)
-                bar.set_postfix_str(_TrialProgress.postfix(tu, share_of))
-                bar.update(max(0, gained - per_trial[0].take()))
-            if gained == 0:
-                sched.exhausted(i)
+        sched.run(n_trial)
     finally:
         if bar is not None:
             bar.close()

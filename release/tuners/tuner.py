@@ -88,6 +88,7 @@ class Tuner:
     """
 
     name = "base"
+    _log: str | None = None  # the tuning log's path, set by begin()
 
     def __init__(self, task, seed: int | None = None):
         from ..session import TuningSession
@@ -207,10 +208,45 @@ class Tuner:
             measurer = None
         else:
             opt, measurer = None, measure_option
+        cbs = self.begin(callbacks, n_trial, resume=resume)
+        if measurer is None:
+            measurer = Measurer(self.task, opt)
+        self.bind_measurer(measurer)
+        try:
+            self.run_trials(measurer, n_trial, cbs, early_stopping=early_stopping, max_rejected=max_rejected)
+        finally:
+            try:
+                self.end(cbs, check_output=check_output)
+            finally:
+                if own:  # pools we made; a caller's pools live on for its next task
+                    measurer.close()
+        return self
+
+    # ------------------------------------------------------------------ the steps of tune()
+    # A model's task scheduler (:class:`release.scheduler.TaskScheduler`) runs them itself: begin
+    # and end once per task, run_trials once per chunk of trials the task is given.
+    def begin(self, callbacks: Sequence[Callable] = (), n_trial: int = 0, resume: bool = True) -> list:
+        """Step 1 of :meth:`tune`: attach the log, resume from the callbacks' records, ``on_start``.
+
+        Parameters
+        ----------
+        callbacks : sequence of Callback or callables
+            As :meth:`tune` takes them.
+        n_trial : int
+            Passed to each callback's ``on_start`` (the trials the caller means to reach).
+        resume : bool
+            Read each callback's stored records (default True).
+
+        Returns
+        -------
+        list[release.callback.Callback]
+            The callbacks as :class:`release.callback.Callback` objects, for :meth:`run_trials` and
+            :meth:`end`.
+        """
         cbs = [as_callback(cb) for cb in callbacks]
-        log = next((cb.log_path for cb in cbs if cb.log_path), None)
-        if log is not None:
-            self.attach_log(log)
+        self._log = next((cb.log_path for cb in cbs if cb.log_path), None)
+        if self._log is not None:
+            self.attach_log(self._log)
         if resume:
             for cb in cbs:
                 n = self.load_history(cb.records(self.task))
@@ -218,30 +254,44 @@ class Tuner:
                     logger.info("%s: resumed %d records from %s", self.task.name, n, cb.log_path or cb)
         for cb in cbs:
             cb.on_start(self, n_trial)
-        if measurer is None:
-            measurer = Measurer(self.task, opt)
+        return cbs
+
+    def bind_measurer(self, measurer) -> None:
+        """Start a :class:`release.measure.Measurer`'s early termination from the session's best
+        (resumed records included) and expose its counters as :attr:`measure_stats`."""
         if isinstance(measurer, _measure.Measurer):  # early termination starts from the resumed records' best
             # (the class itself, not this module's name for it: a test may replace that name by a factory)
             measurer.best_cost = min(measurer.best_cost, self.session.best_cost)
         self.measure_stats = measurer.stats
 
+    def run_trials(self, measurer, n_trial: int, cbs: Sequence = (), early_stopping: int | None = None,
+                   max_rejected: int = 1000) -> None:
+        """Step 2 of :meth:`tune`: the session's rounds up to ``n_trial`` trials in all
+        (:meth:`release.session.TuningSession.run`), each result handed to ``cbs``' ``on_result``."""
+        self.session.run(measurer, n_trial, early_stopping=early_stopping, on_result=self._on_result(cbs),
+                         max_rejected=max_rejected)
+
+    def end(self, cbs: Sequence = (), check_output: bool = True) -> None:
+        """Steps 3 and 4 of :meth:`tune`: check the best config's output, write the rejection
+        summary, ``on_finish``. Each runs even when the one before raises."""
+        try:
+            if check_output:
+                self._check_best(self._on_result(cbs))
+        finally:
+            try:
+                self._report_rejections(self._log)
+            finally:
+                for cb in cbs:
+                    cb.on_finish(self)
+
+    def _on_result(self, cbs: Sequence):
+        """``on_result(result)`` of the session: each callback's ``on_result(tuner, inputs, results)``."""
         def on_result(r: MeasureResult) -> None:
             inp = [MeasureInput(self.task, r.config)]
             for cb in cbs:
                 cb.on_result(self, inp, [r])
 
-        try:
-            self.session.run(measurer, n_trial, early_stopping=early_stopping, on_result=on_result,
-                             max_rejected=max_rejected)
-            if check_output:
-                self._check_best(on_result)
-        finally:
-            self._report_rejections(log)
-            if own:  # pools we made; a caller's pools live on for its next task
-                measurer.close()
-            for cb in cbs:
-                cb.on_finish(self)
-        return self
+        return on_result
 
     # ------------------------------------------------------------------ after the rounds
     def _check_best(self, on_result) -> None:
