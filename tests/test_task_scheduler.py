@@ -76,3 +76,56 @@ def test_scheduler_policies_and_errors(two_layer_model, fast_measure, tmp_path):
     assert [sched.next_task_id(), sched.next_task_id(), sched.next_task_id()] == [0, 1, 0]
     assert sched.run(6) == 6 and sched.chunks == [1, 1]
     assert [tu.trials for tu in sched.tuners] == [3, 3]
+
+
+def test_the_ray_summary_uses_the_one_definition_of_best(matmul_task, tmp_path):
+    """A config whose output was found wrong is never the best, the default schedule and the
+    re-check are no trials: as best_records, tune_model and apply_history_best have it."""
+    from release.distributed.ray_tune import summarize
+    from release.measure.records import best_records, log_to_file
+    from release.measure.result import ErrorKind, MeasureResult
+
+    t = matmul_task
+    c = [t.config_space.canonical(t.config_space.get(i)) for i in range(3)]
+    recs = [MeasureResult(config=c[0], costs=[1e-4]), MeasureResult(config=c[1], costs=[2e-4]),
+            MeasureResult(config=c[2], costs=[3e-4]),
+            MeasureResult(config=c[0], error_kind=ErrorKind.WRONG_OUTPUT, error_msg="max |diff| 1"),
+            MeasureResult(config=(), costs=[5e-5], default=True)]
+    log = log_to_file(str(tmp_path / "r.jsonl"))
+    log.append([r.stamp(t, "random") for r in recs])
+    s = summarize(str(tmp_path / "r.jsonl"), [t])[t.key]
+    assert s.trials == 3
+    assert s.best_config == tuple(c[1]) and s.best_cost == pytest.approx(2e-4)
+    assert best_records(log.records(t))[t.key].config == s.best_config
+
+
+def test_a_config_found_wrong_never_reaches_the_database(matmul_task, tmp_path):
+    """The database gets a task's records when its tuning ends, without the configs found wrong."""
+    from tvm.s_tir.meta_schedule.database import JSONDatabase
+
+    from release.measure import LocalBuilder, LocalRunner, measure_option
+    from release.measure.records import log_to_database
+    from release.measure.result import ErrorKind, MeasureResult
+    from release.tuners import get_tuner
+
+    def stored(folder) -> int:
+        return len(JSONDatabase(work_dir=str(folder)).get_all_tuning_records())
+
+    seen = []
+    tu = get_tuner("random", matmul_task, seed=1)
+    opt = measure_option(LocalBuilder(n_parallel=1), LocalRunner(number=1, repeat=1))
+    try:
+        tu.tune(3, opt, callbacks=[log_to_database(tmp_path / "db"), lambda tuner, inp, res: seen.extend(res)],
+                check_output=False)
+    finally:
+        opt["builder"].close()
+        opt["runner"].close()
+    ok = [r for r in seen if r.ok]
+    assert ok and stored(tmp_path / "db") == len(ok)  # committed at the end of tune()
+    db = log_to_database(tmp_path / "db2")  # the same results, the first one then found wrong
+    for r in seen:
+        db.on_result(tu, [], [r])
+    db.on_result(tu, [], [MeasureResult(config=ok[0].config, error_kind=ErrorKind.WRONG_OUTPUT, error_msg="diff")])
+    assert stored(tmp_path / "db2") == 0  # nothing before the task's end
+    db.on_finish(tu)
+    assert stored(tmp_path / "db2") == len(ok) - 1

@@ -273,20 +273,25 @@ class TaskSummary:
 
 
 def summarize(log: str, tasks: Sequence) -> dict:
-    """``{task.key: TaskSummary}`` from the records in ``log``."""
-    from ..measure.records import load_records
+    """``{task.key: TaskSummary}`` from this machine's records in ``log``.
+
+    ``trials``: measured configs (TVM's default schedule and output re-checks are none); the best is
+    :func:`release.measure.records.best_records`' (a config whose output was found wrong is never it),
+    as ``tune_model``, ``release tune`` and ``apply_history_best`` define it.
+    """
+    from ..measure.records import best_records, load_records
+    from ..measure.result import ErrorKind
 
     out = {}
     recs = load_records(log)
     for t in tasks:
         s = TaskSummary()
-        for r in recs:
-            if not t.owns(r) or t.tier(r) != "machine":  # another machine's records are seeds, not trials
-                continue
-            s.trials += 1
-            if r.ok and r.mean_cost < s.best_cost:
-                s.best_cost, s.best_config = r.mean_cost, tuple(r.config)
-                s.best_flops = t.flop / r.mean_cost if r.mean_cost > 0 else 0.0
+        mine = [r for r in recs if t.owns(r) and t.tier(r) == "machine"]  # another machine's are seeds
+        s.trials = sum(1 for r in mine if not r.default and r.error_kind != ErrorKind.WRONG_OUTPUT)
+        best = best_records(mine).get(t.key)
+        if best is not None:
+            s.best_cost, s.best_config = best.mean_cost, tuple(best.config)
+            s.best_flops = t.flop / best.mean_cost if best.mean_cost > 0 else 0.0
         out[t.key] = s
     return out
 

@@ -267,7 +267,14 @@ def add_to_database(ms_db, records: Iterable[Record], task) -> int:
 
 
 class log_to_database(Callback):
-    """Tuner callback: commit every successful measurement to a MetaSchedule ``JSONDatabase``.
+    """Tuner callback: commit a task's successful measurements to a MetaSchedule ``JSONDatabase``.
+
+    MetaSchedule's database cannot take a record back, so the records are committed when the task's
+    tuning ends (``on_finish``: after :meth:`release.tuners.tuner.Tuner.tune` checked the best
+    config's output), and a config found wrong (a ``wrong_output`` result) never reaches the database:
+    its best is :func:`best_records`'. The tuning log (:class:`log_to_file`) is the record of every
+    measurement the moment it completes; a run killed before ``on_finish`` leaves its records there
+    only (``apply_history_best(log).database(tasks)`` gives a database from it).
 
     Parameters
     ----------
@@ -282,10 +289,21 @@ class log_to_database(Callback):
         self.work_dir = os.fspath(work_dir)
         os.makedirs(self.work_dir, exist_ok=True)
         self.database = JSONDatabase(work_dir=self.work_dir)
+        self._pending: dict[str, list] = {}  # task key -> successful records not yet committed
+        self._wrong: set = set()  # (task key, config) whose output was found wrong
 
     def on_result(self, tuner, inputs, results) -> None:
-        """Commit the successful results of ``results``."""
-        recs = [r.stamp(tuner.task, tuner.name) for r in results if r.ok]
+        """Keep the successful results; note the configs found wrong."""
+        for r in results:
+            r.stamp(tuner.task, tuner.name)
+            if r.error_kind == ErrorKind.WRONG_OUTPUT:
+                self._wrong.add((r.task, tuple(r.config)))
+            elif r.ok:
+                self._pending.setdefault(r.task, []).append(r)
+
+    def on_finish(self, tuner) -> None:
+        """Commit the task's kept results but those whose config was found wrong."""
+        recs = [r for r in self._pending.pop(tuner.task.key, []) if (r.task, tuple(r.config)) not in self._wrong]
         add_to_database(self.database, recs, tuner.task)
 
 
