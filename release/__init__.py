@@ -28,6 +28,8 @@ _LAZY = {
     "RandomTuner": "release.tuners.simple",
     "GridSearchTuner": "release.tuners.simple",
     "ReleaseSearchStrategy": "release.strategy",
+    "TuningSession": "release.session",
+    "TaskScheduler": "release.scheduler",
     "load_model": "release.model",
     "tune_model": "release.model",
 }

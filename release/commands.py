@@ -234,10 +234,11 @@ def cmd_tune(args) -> int:
 
     kdir_new = _kdir_is_new(args)
     kdir, warm = _knowledge_for(args)
-    from .tuners import MODEL_BASED, SEEDED_ONLY
+    from .tuners import tuner_class
 
-    model_based = args.tuner in MODEL_BASED
-    seeded = args.tuner in SEEDED_ONLY
+    uses = tuner_class(args.tuner).knowledge_uses  # declared on the class
+    model_based = "model" in uses
+    seeded = uses == ("seeds",)
     if seeded and warm and args.knowledge_use not in (None, "seeds"):
         raise TunerError(f"--knowledge-use {args.knowledge_use}: {args.tuner} uses a knowledge base only as "
                          "seeds in its database; drop --knowledge-use or give seeds")
@@ -262,10 +263,10 @@ def cmd_tune(args) -> int:
     if kdir is None:
         print(_knowledge_off_line(args))
     else:
-        holder = (tuner.cost_model if model_based else tuner) if (model_based or seeded) and warm else None
-        n_rec, n_wl = holder.knowledge_used if holder is not None else (None, None)
-        origin = getattr(holder, "knowledge_origin", "")
-        from_pack = getattr(holder, "knowledge_source", "") == "pack"
+        read = tuner.knowledge_read if (model_based or seeded) and warm else None
+        n_rec, n_wl = (read.records, read.workloads) if read is not None else (None, None)
+        origin = read.origin if read is not None else ""
+        from_pack = read is not None and read.source == "pack"
         on = (f"of {task.isa_class} (the shipped pack: this base holds none of the class)" if from_pack
               else f"of {task.isa_class}")
         if not (model_based or seeded):
@@ -276,10 +277,10 @@ def cmd_tune(args) -> int:
         elif not n_rec:
             what = f"no records of {task.isa_class} yet, and no shipped pack of it (cold start)"
         elif tuner.seeds:
-            k = getattr(holder, "seed_workloads", 0)
+            k = read.seed_workloads
             what = (f"{len(tuner.seeds)} seed configs carried over from the best records of {_n(k, 'workload')} "
                     f"({_n(n_rec, 'record')} of {_n(n_wl, 'workload')} {on}), to be measured first")
-        elif seeded or getattr(getattr(tuner, "config", None), "knowledge_use", None) == "seeds":
+        elif seeded or tuner.config.knowledge_use == "seeds":
             what = (f"{n_rec} records of {n_wl} workloads {on}, none with this task's schedule "
                     "structure (cold start)")
         elif tuner.cost_model.warm:
@@ -291,8 +292,8 @@ def cmd_tune(args) -> int:
         if origin:
             print(f"          records from {origin.split(' from ', 1)[1]} (their timings stay theirs: seeds are "
                   "measured here)")
-    if isinstance(tuner, ModelBasedTuner) and args.n_trial <= tuner.plan_size and not tuner.seeds and not getattr(
-            tuner.cost_model, "warm", False):
+    if isinstance(tuner, ModelBasedTuner) and args.n_trial <= tuner.plan_size and not tuner.seeds and not \
+            tuner.cost_model.warm:
         print(f"note     {args.tuner} measures {tuner.plan_size} random configs before its cost model guides a trial "
               f"(AutoTVM's warm-up): with --n-trial {args.n_trial} this run is random search; raise --n-trial "
               f"above {tuner.plan_size} or lower --plan-size")
@@ -319,7 +320,7 @@ def cmd_tune(args) -> int:
     if session.rejections:
         n = sum(c for c, _ in session.rejections.values())
         print(f"rejected {_n(n, 'invalid config')} (not built, not trials; summary appended to "
-              f"{getattr(tuner, 'rejections_path', 'the log')}):")
+              f"{tuner.rejections_path or 'the log'}):")
         for line in session.rejection_summary()[:5]:
             print(f"         {line}")
     if tuner.best_config is None:
@@ -334,7 +335,9 @@ def cmd_tune(args) -> int:
           f"measure {tuner.time_measure:.1f} s)")
     print(f"config   {json.dumps(space.describe(tuner.best_config))}")
     _print_default(task, tuner, callbacks[0])
-    ks = getattr(tuner, "cost_model", None) and getattr(tuner.cost_model, "knowledge", None)
+    from .cost_model.transfer import TransferCostModel
+
+    ks = tuner.cost_model.knowledge if model_based and isinstance(tuner.cost_model, TransferCostModel) else None
     if ks is not None:  # what the transfer model was trained on (subsampled, unusable workloads skipped)
         print(f"knowledge used {len(ks)} records of {len(set(ks.workloads))} workloads ({ks.seconds:.1f} s to "
               f"featurize)" + (f"; {len(ks.skipped)} workloads skipped, e.g. {next(iter(ks.skipped.items()))[0]}: "
@@ -367,7 +370,7 @@ def _knowledge_for(args):
     """``(folder, warm)`` of ``--knowledge [DIR]`` / ``--no-knowledge`` (``tune`` and ``tune-model``):
     the knowledge base this run adds its records to (``--knowledge DIR``, else the default folder; None
     when disabled: ``--no-knowledge`` or ``RELEASE_KNOWLEDGE=off``), and whether the tuner starts warm
-    from it: ours (``WARM_BY_DEFAULT``: rl, release, release+) always, a baseline (xgb, sa-as,
+    from it: ours (``Tuner.warm_by_default``: rl, release, release+) always, a baseline (xgb, sa-as,
     ms-evolutionary) only when ``--knowledge`` or ``--knowledge-use`` asks (AutoTVM's and MetaSchedule's
     tuners start cold).
 
@@ -380,12 +383,14 @@ def _knowledge_for(args):
         ``--knowledge`` (or ``$RELEASE_KNOWLEDGE``) names a file.
     """
     from .knowledge import KnowledgeBase, knowledge_dir
-    from .tuners import MODEL_BASED, SEEDED_ONLY
+    from .tuners import TUNERS, tuner_class
 
     use = getattr(args, "knowledge_use", None)
-    if use and args.tuner not in MODEL_BASED + SEEDED_ONLY:
+    cls = tuner_class(args.tuner)
+    if use and not cls.knowledge_uses:
+        readers = [n for n in TUNERS if tuner_class(n).knowledge_uses]
         raise TunerError(f"--knowledge-use {use} applies to tuners that start warm from a knowledge base "
-                         f"({', '.join(MODEL_BASED + SEEDED_ONLY)}), not {args.tuner!r}")
+                         f"({', '.join(readers)}), not {args.tuner!r}")
     if args.no_knowledge:
         if args.knowledge is not None:
             raise TunerError(f"--knowledge{' ' + args.knowledge if args.knowledge else ''} and --no-knowledge "
@@ -409,9 +414,7 @@ def _knowledge_for(args):
     except OSError as err:
         raise TunerError(f"knowledge base {kdir} cannot be written ({err.strerror or err}); pass a folder you can "
                          "write (--knowledge DIR or $RELEASE_KNOWLEDGE), or --no-knowledge") from None
-    from .tuners import WARM_BY_DEFAULT
-
-    return kdir, args.knowledge is not None or bool(use) or args.tuner in WARM_BY_DEFAULT
+    return kdir, args.knowledge is not None or bool(use) or cls.warm_by_default
 
 
 def _kdir_is_new(args) -> bool:

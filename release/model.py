@@ -775,10 +775,10 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
     extra = list(callbacks or [])
     if knowledge is not None and knowledge is not False:
         from .knowledge import KnowledgeBase, log_to_knowledge
-        from .tuners import MODEL_BASED
+        from .tuners import tuner_class
 
         base = knowledge if isinstance(knowledge, KnowledgeBase) else KnowledgeBase(knowledge, read_once=True)
-        if tuner in MODEL_BASED:
+        if "model" in tuner_class(tuner).knowledge_uses:  # the model-based tuners (declared on the class)
             kwargs["knowledge"] = base  # one object: read once, then kept current by the callback below
         extra.append(log_to_knowledge(base))
     if defaults:  # the untuned kernel of each task, once per machine (a resumed run has it in the log)

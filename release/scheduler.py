@@ -78,7 +78,7 @@ class GradientBased(RoundRobin):
         if self.warm < self.n:  # one round over every task first
             self.warm += 1
             return super().next_task(tuners, alive)
-        improving = [i for i in alive if not getattr(tuners[i], "flattened", False)]
+        improving = [i for i in alive if not tuners[i].flattened]
         if improving:  # a flattened task hands its budget to tasks still improving
             alive = improving
         if self.rng.random() < self.eps:

@@ -79,6 +79,10 @@ def test_public_names_import_from_release_and_autotvm():
     for name in ("ReleaseTuner", "XGBTuner", "GATuner", "RandomTuner", "GridSearchTuner", "KnobSpace", "Task",
                  "measure_option", "apply_history_best", "ReleaseSearchStrategy"):
         assert getattr(release, name) is not None
+    from release.scheduler import TaskScheduler
+    from release.session import TuningSession
+
+    assert release.TuningSession is TuningSession and release.TaskScheduler is TaskScheduler
     for name in ("ReleaseTuner", "XGBTuner", "GATuner", "RandomTuner", "GridSearchTuner"):
         assert getattr(autotvm.tuner, name) is getattr(release, name)
     with pytest.raises(AttributeError):

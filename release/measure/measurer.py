@@ -114,7 +114,7 @@ class Measurer:
 
     def _cutoff(self) -> float | None:
         """Seconds above which a first repeat ends a candidate's timing (None: no cut)."""
-        ratio = float(getattr(self.runner, "early_termination", 0.0) or 0.0)
+        ratio = float(self.runner.early_termination or 0.0)
         if ratio <= 0.0 or self.best_cost == float("inf"):
             return None
         return ratio * self.best_cost
@@ -122,7 +122,7 @@ class Measurer:
     def _book(self, r: MeasureResult, cutoff: float | None) -> None:
         """Mark ``r`` cut_short when a cutoff applied and it got fewer costs than ``repeat``;
         a fully timed success may lower :attr:`best_cost`."""
-        repeat = int(getattr(self.runner, "repeat", 0) or 0)
+        repeat = int(self.runner.repeat or 0)
         r.cut_short = bool(cutoff is not None and r.ok and 0 < len(r.costs) < repeat)
         if r.cut_short:
             self.stats["cut_short"] += 1

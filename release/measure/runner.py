@@ -39,6 +39,8 @@ class Runner:
     #: takes ``run(items, target, cutoff=SECONDS)``; the :class:`release.measure.Measurer` computes
     #: the cutoff.
     early_termination: float = 0.0
+    #: costs taken per candidate (0: not known); fewer on a success means its timing was cut short
+    repeat: int = 0
 
     def describe(self) -> str:
         """A short name for logs (``local``, ``rpc:KEY@HOST:PORT``, ...)."""

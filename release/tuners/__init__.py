@@ -21,21 +21,10 @@ TUNERS = {
     "rl": "release.tuners.release_tuner:RLTuner",
     "sa-as": "release.tuners.release_tuner:SAASTuner",
 }
-#: the tuners with a cost model (:class:`release.tuners.model_based.ModelBasedTuner`): they take
-#: ``plan_size``, ``knowledge``, ``local_search`` and start warm from a knowledge base
-MODEL_BASED = ("xgb", "sa-as", "rl", "release", "release+")
-#: tuners without a cost model of ours that take a knowledge base as transfer-tuning seeds only
-#: (MetaSchedule's search: through its database)
-SEEDED_ONLY = ("ms-evolutionary",)
-#: tuners that ``release tune`` / ``tune-model`` start warm from the knowledge base without being asked: ours
-#: (release+ measured on held-out layers: benchmarks/results/knowledge/holdout/; release and rl share its agent
-#: and seeds). The baselines (xgb, sa-as, ms-evolutionary) start cold as AutoTVM's and MetaSchedule's own
-#: tuners do, unless ``--knowledge`` is given (xgb with seeds ended 9% below cold xgb, n=3).
-WARM_BY_DEFAULT = ("rl", "release", "release+")
 
 
-def get_tuner(name: str, task, seed: int | None = None, **kwargs) -> Tuner:
-    """Make the tuner called ``name`` (``release tune --tuner NAME``) for ``task``.
+def tuner_class(name: str) -> type:
+    """The class ``release tune --tuner NAME`` makes (imported on demand).
 
     Raises
     ------
@@ -46,17 +35,48 @@ def get_tuner(name: str, task, seed: int | None = None, **kwargs) -> Tuner:
 
     if name not in TUNERS:
         raise TunerError(f"unknown tuner {name!r}; choose one of: {', '.join(TUNERS)}")
+    mod, cls = TUNERS[name].split(":")
+    return getattr(importlib.import_module(mod), cls)
+
+
+def _names(keep) -> tuple:
+    return tuple(n for n in TUNERS if keep(tuner_class(n)))
+
+
+def __getattr__(name: str):
+    """Name tuples read off the classes' declarations (``Tuner.knowledge_uses``, ``warm_by_default``):
+    ``MODEL_BASED`` (a cost model of ours: they take ``plan_size``, ``knowledge``, ``local_search``),
+    ``SEEDED_ONLY`` (a knowledge base as seeds only: MetaSchedule's search), ``WARM_BY_DEFAULT``
+    (started warm by ``release tune`` / ``tune-model`` without being asked)."""
+    from .model_based import ModelBasedTuner
+
+    if name == "MODEL_BASED":
+        return _names(lambda c: issubclass(c, ModelBasedTuner))
+    if name == "SEEDED_ONLY":
+        return _names(lambda c: c.knowledge_uses == ("seeds",))
+    if name == "WARM_BY_DEFAULT":
+        return _names(lambda c: c.warm_by_default)
+    raise AttributeError(f"module 'release.tuners' has no attribute {name!r}")
+
+
+def get_tuner(name: str, task, seed: int | None = None, **kwargs) -> Tuner:
+    """Make the tuner called ``name`` (``release tune --tuner NAME``) for ``task``.
+
+    Raises
+    ------
+    TunerError
+        Unknown name; the message lists the known ones.
+    """
     import inspect
 
-    mod, cls = TUNERS[name].split(":")
-    klass = getattr(importlib.import_module(mod), cls)
+    klass = tuner_class(name)
     accepted = inspect.signature(klass.__init__).parameters
     if not any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
         bad = [k for k in kwargs if k not in accepted]
         if bad:
             raise TunerError(f"tuner {name!r} takes no {', '.join(bad)} (it applies to model-based tuners: "
-                             f"{', '.join(MODEL_BASED)})")
+                             f"{', '.join(__getattr__('MODEL_BASED'))})")
     return klass(task, seed=seed, **kwargs)
 
 
-__all__ = ["Tuner", "MeasureInput", "RandomTuner", "GridSearchTuner", "TUNERS", "MODEL_BASED", "SEEDED_ONLY", "get_tuner"]
+__all__ = ["Tuner", "MeasureInput", "RandomTuner", "GridSearchTuner", "TUNERS", "get_tuner", "tuner_class"]

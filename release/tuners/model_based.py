@@ -112,6 +112,7 @@ class ModelBasedTuner(RandomTuner):
     """
 
     name = "model-based"
+    knowledge_uses = ("seeds", "model")
 
     def __init__(self, task, cost_model, model_optimizer, plan_size: int = 64,
                  diversity_filter_ratio: float | None = None, sampler=None, seed: int | None = None,

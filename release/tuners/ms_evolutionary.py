@@ -42,7 +42,7 @@ import numpy as np
 
 from ..errors import InvalidConfigError, TunerError
 from ..measure.measure import ErrorKind, MeasureResult
-from .tuner import Tuner
+from .tuner import KnowledgeRead, Tuner
 
 logger = logging.getLogger(__name__)
 
@@ -96,8 +96,8 @@ class MSEvolutionaryTuner(Tuner):
     knowledge : str, PathLike, KnowledgeBase, list of Record or None
         A knowledge base (:func:`release.knowledge.use.knowledge_records`; default None: a cold
         start). Its transfer-tuning seeds are measured first and handed to the search through its
-        database (see the module's docstring); :attr:`knowledge_used` says ``(records, workloads)``,
-        :attr:`seed_workloads` how many workloads the seeds came from.
+        database (see the module's docstring); :attr:`knowledge_read` says what was read (records,
+        workloads, machines, the workloads the seeds came from).
     n_seeds : int, optional
         At most this many seeds (default ``num_trials_per_iter // 2``: 32, the model-based tuners'
         share of their first round).
@@ -111,6 +111,7 @@ class MSEvolutionaryTuner(Tuner):
     """
 
     name = "ms-evolutionary"
+    knowledge_uses = ("seeds",)
 
     def __init__(self, task, num_trials_per_iter: int = 64, population_size: int = 512,
                  init_measured_ratio: float = 0.2, genetic_num_iters: int = 4, genetic_mutate_prob: float = 0.85,
@@ -145,21 +146,15 @@ class MSEvolutionaryTuner(Tuner):
         self.generations = 0
         self.unmapped = 0
         self.seeds: list[tuple] = []
-        self.knowledge_used = (0, 0)
-        self.knowledge_origin, self.knowledge_source = "", ""  # which machines, base or shipped pack
-        self.seed_workloads = 0  # how many workloads the seeds came from
         if knowledge is not None and knowledge is not False:
             from ..knowledge.use import knowledge_records, knowledge_seeds
 
             n = self.params.num_trials_per_iter // 2 if n_seeds is None else int(n_seeds)
             records = knowledge_records(knowledge, task, best=max(1, n))  # seeds: each workload's best only
-            self.knowledge_used = (records.total, records.workloads)
-            self.knowledge_origin = records.origin() if records else ""
-            self.knowledge_source = records.source
+            sources: list = []
             if records and n > 0:
-                sources: list = []
                 self.seeds = knowledge_seeds(task, records, n, seed=seed or 0, sources=sources)
-                self.seed_workloads = len(set(sources))
+            self.knowledge_read = KnowledgeRead.of(records, sources)
         self._seed_pt = 0
 
     # ------------------------------------------------------------------ MetaSchedule set-up

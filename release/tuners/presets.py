@@ -183,14 +183,14 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
 
     Returns
     -------
-    (XGBoostCostModel, ModelOptimizer, Sampler or None, list of tuple)
+    (XGBoostCostModel, ModelOptimizer, Sampler or None, list of tuple, KnowledgeRead)
         ``None`` for the sampler means the whole plan (the tuner uses a pass-through sampler).
         The cost model is a :class:`release.cost_model.transfer.TransferCostModel` when
         ``cfg.knowledge`` holds records of the task's target class and ``cfg.knowledge_use`` is
-        ``"model"``; its ``knowledge_used`` is ``(records, workloads)`` (``(0, 0)`` when cold) and its
-        ``seed_workloads`` how many workloads the seeds came from.
-        The last item is the seeds to measure first (``knowledge_use="seeds"``:
-        :func:`release.knowledge.use.knowledge_seeds`, at most ``plan_size // 2``; else empty).
+        ``"model"``. Then the seeds to measure first (``knowledge_use="seeds"``:
+        :func:`release.knowledge.use.knowledge_seeds`, at most ``plan_size // 2``; else empty), and
+        what was read (:class:`release.tuners.tuner.KnowledgeRead`: records and workloads, ``(0, 0)``
+        when cold; the workloads the seeds came from), the tuner's ``knowledge_read``.
 
     Raises
     ------
@@ -224,10 +224,6 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
     else:
         cost_model = XGBoostCostModel(task, feature_type=cfg.feature_type, loss_type=cfg.loss_type,
                                       num_threads=cfg.num_threads, seed=child_seed(seed, "cost_model"))
-    cost_model.knowledge_used = (records.total, records.workloads)
-    cost_model.knowledge_origin = records.origin() if records else ""
-    cost_model.knowledge_source = records.source
-    cost_model.seed_workloads = len(set(seed_sources))  # how many workloads the seeds came from
     optimizer = cfg.optimizer
     if optimizer == "sa":
         from ..optimizers.sa import SimulatedAnnealingOptimizer
@@ -244,7 +240,9 @@ def build_components(task, cfg: ModelBasedConfig, seed: int | None = None):
 
         s = child_seed(seed, "sampler")
         sampler = AdaptiveSampler(cfg.sampling, seed=s if s is not None else 0)
-    return cost_model, optimizer, sampler, seeds
+    from .tuner import KnowledgeRead
+
+    return cost_model, optimizer, sampler, seeds, KnowledgeRead.of(records, seed_sources)
 
 
 __all__ = ["ModelBasedConfig", "PRESETS", "OPTIMIZERS", "KNOWLEDGE_USES", "preset", "build_components", "child_seed"]

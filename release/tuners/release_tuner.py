@@ -111,6 +111,9 @@ class ReleaseTuner(ModelBasedTuner):
 
     name = "release"
     preset = "release"
+    #: ours start warm from the default knowledge base (release+ measured on held-out layers:
+    #: benchmarks/results/knowledge/holdout/; release and rl share its agent and seeds)
+    warm_by_default = True
 
     def __init__(self, task, plan_size: int = 64, optimizer="ppo", sampler="adaptive",
                  feature_type: str = "itervar", loss_type: str = "reg", ppo_config=None,
@@ -128,10 +131,11 @@ class ReleaseTuner(ModelBasedTuner):
         if min_queries is not None:
             over["min_queries"] = min_queries
         cfg = preset(self.preset, **over)
-        cost_model, opt, smp, seeds = build_components(task, cfg, seed)
+        cost_model, opt, smp, seeds, read = build_components(task, cfg, seed)
         super().__init__(task, cost_model, opt, plan_size=plan_size, diversity_filter_ratio=diversity_filter_ratio,
                          sampler=smp, seed=seed, local_search=local_search, seeds=seeds)
         self.config = cfg
+        self.knowledge_read = read
         self.feature_type, self.loss_type = feature_type, loss_type
         self.log_interval = log_interval
         if warm_start is not None:

@@ -33,6 +33,7 @@ Subclasses implement :meth:`next_batch` and optionally :meth:`update` and :meth:
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -44,6 +45,35 @@ from ..measure.measure import MeasureResult, Measurer, measure_option
 from ..measure.records import Record
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KnowledgeRead:
+    """What a tuner read from a knowledge base when it was made (``Tuner.knowledge_read``).
+
+    Attributes
+    ----------
+    records, workloads : int
+        Records and workloads of the task's ISA class the source holds (0, 0: cold).
+    origin : str
+        Which machines they come from (:meth:`release.knowledge.use.KnowledgeRecords.origin`; "" when cold).
+    source : str
+        ``"base"``, ``"pack"`` (the shipped pack), ``"records"`` or ``""`` (:class:`release.knowledge.use.KnowledgeRecords`).
+    seed_workloads : int
+        Workloads the transfer-tuning seeds came from (0 without seeds).
+    """
+
+    records: int = 0
+    workloads: int = 0
+    origin: str = ""
+    source: str = ""
+    seed_workloads: int = 0
+
+    @classmethod
+    def of(cls, records: "release.knowledge.use.KnowledgeRecords", seed_sources=()) -> "KnowledgeRead":
+        """From the records read and each seed's source workload."""
+        return cls(records.total, records.workloads, records.origin() if records else "", records.source,
+                   len(set(seed_sources)))
 
 
 class MeasureInput:
@@ -88,6 +118,16 @@ class Tuner:
     """
 
     name = "base"
+    #: how the tuner can use a knowledge base (:mod:`release.knowledge`): ``()`` not at all,
+    #: ``("seeds",)`` transfer-tuning seeds only, ``("seeds", "model")`` also a transferred cost model
+    knowledge_uses: tuple = ()
+    #: whether ``release tune`` / ``tune-model`` start it warm from the default knowledge base without
+    #: being asked (ours); the baselines start cold as AutoTVM's and MetaSchedule's tuners do
+    warm_by_default: bool = False
+    #: what it read from a knowledge base when it was made (:class:`KnowledgeRead`)
+    knowledge_read: KnowledgeRead = KnowledgeRead()
+    #: where :meth:`end` appended the rejection summary ("" until it did)
+    rejections_path: str = ""
     _log: str | None = None  # the tuning log's path, set by begin()
 
     def __init__(self, task, seed: int | None = None):
@@ -147,6 +187,18 @@ class Tuner:
     @property
     def best_gflops(self) -> float:
         return self.best_flops / 1e9
+
+    @property
+    def knowledge_used(self) -> tuple[int, int]:
+        """``(records, workloads)`` of :attr:`knowledge_read` (``(0, 0)``: cold)."""
+        return self.knowledge_read.records, self.knowledge_read.workloads
+
+    @property
+    def flattened(self) -> bool:
+        """Whether the task stopped improving, so a task scheduler may hand its budget to others
+        (:mod:`release.scheduler`). The base tuner never says so; model-based tuners do after
+        ``patience`` trials without a new best."""
+        return False
 
     # ------------------------------------------------------------------ the loop
     def tune(self, n_trial: int, measure_option=None, early_stopping: int | None = None,

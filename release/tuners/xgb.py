@@ -99,10 +99,11 @@ class XGBTuner(ModelBasedTuner):
                      optimizer=optimizer, sampler=sampler, diversity_filter_ratio=diversity_filter_ratio,
                      num_threads=num_threads, knowledge=knowledge, local_search=local_search,
                      knowledge_use=knowledge_use)
-        cost_model, opt, smp, seeds = build_components(task, cfg, seed)
+        cost_model, opt, smp, seeds, read = build_components(task, cfg, seed)
         super().__init__(task, cost_model, opt, plan_size=plan_size, diversity_filter_ratio=diversity_filter_ratio,
                          sampler=smp, seed=seed, local_search=local_search, seeds=seeds)
         self.config = cfg
+        self.knowledge_read = read
         self.feature_type, self.loss_type = feature_type, loss_type
         self.log_interval = log_interval  # kept for AutoTVM compatibility (logging is through `logging`)
 

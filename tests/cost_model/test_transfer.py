@@ -177,12 +177,12 @@ def test_knowledge_of_another_target_is_left_out_and_the_tuner_starts_cold(measu
     here = create_task("tiny.matmul.1", {"kind": "llvm", "mcpu": "znver3", "num-cores": 2})
     with caplog.at_level("WARNING"):
         tuner = XGBTuner(here, plan_size=8, seed=0, knowledge=str(tmp_path / "kb"), knowledge_use="model")
-    assert type(tuner.cost_model) is XGBoostCostModel and tuner.cost_model.knowledge_used == (0, 0)
+    assert type(tuner.cost_model) is XGBoostCostModel and tuner.knowledge_used == (0, 0)
     assert any("left out 128 record(s) of other ISA classes" in r.message for r in caplog.records)
     # the same records, for a task of their own target: the transfer model
     there = create_task("tiny.matmul.1", json.loads(measured[6][1][0].target))
     tuner = XGBTuner(there, plan_size=8, seed=0, knowledge=str(tmp_path / "kb"), knowledge_use="model")
-    assert isinstance(tuner.cost_model, TransferCostModel) and tuner.cost_model.knowledge_used == (128, 1)
+    assert isinstance(tuner.cost_model, TransferCostModel) and tuner.knowledge_used == (128, 1)
 
 
 def test_a_transfer_that_misranks_the_task_loses_its_weight(measured):

@@ -154,7 +154,8 @@ def test_which_tuners_start_warm_from_the_knowledge_base_by_default(tmp_path, mo
 
     kb = tmp_path / "kb"
     monkeypatch.setenv("RELEASE_KNOWLEDGE", str(kb))
-    assert set(WARM_BY_DEFAULT) == {"rl", "release", "release+"}
+    assert set(WARM_BY_DEFAULT) == {"rl", "release", "release+"}  # read off the classes' declarations
+    assert set(MODEL_BASED) == {"xgb", "sa-as", "rl", "release", "release+"} and SEEDED_ONLY == ("ms-evolutionary",)
     for tuner in TUNERS:
         def ask(knowledge=None, no_knowledge=False, use=None):
             return _knowledge_for(Namespace(tuner=tuner, knowledge=knowledge, no_knowledge=no_knowledge,

@@ -43,14 +43,14 @@ def test_second_run_with_knowledge_measures_fewer_random_configs(name, matmul_ta
     plan, n_trial = 20, 60  # eps = int(0.05 * 20) = 1 random pick per plan of 20
     kdir = str(tmp_path / "kb")
     cold = _tuner(name, matmul_task, plan_size=plan, seed=0, knowledge=kdir)
-    assert cold.cost_model.knowledge_used == (0, 0) and not getattr(cold.cost_model, "warm", False)
+    assert cold.knowledge_used == (0, 0) and not cold.cost_model.warm
     cb = log_to_knowledge(kdir)
     cold.tune(n_trial, ReplayMeasurer(matmul_task), callbacks=[cb])
     assert cb.added == n_trial == len(KnowledgeBase(kdir).records(target_kind=matmul_task.target_json))
     assert cold.random_picks >= plan  # the warm-up round, then the epsilon share
 
     warm = _tuner(name, matmul_task, plan_size=plan, seed=1, knowledge=kdir)
-    assert warm.cost_model.warm and warm.cost_model.knowledge_used == (n_trial, 1)
+    assert warm.cost_model.warm and warm.knowledge_used == (n_trial, 1)
     warm.tune(n_trial, ReplayMeasurer(matmul_task))
     assert warm.trials == n_trial
     assert warm.rounds >= 3  # fitted before its first round, then after each plan
@@ -96,7 +96,7 @@ def test_knowledge_too_small_starts_cold(matmul_task, tmp_path):
     log = str(tmp_path / "first.jsonl")
     _tuner("xgb", matmul_task, plan_size=8, seed=0).tune(8, ReplayMeasurer(matmul_task), callbacks=[log_to_file(log)])
     tuner = _tuner("xgb", matmul_task, plan_size=8, seed=0, knowledge=load_records(log))
-    assert tuner.cost_model.knowledge_used == (8, 1) and not tuner.cost_model.warm
+    assert tuner.knowledge_used == (8, 1) and not tuner.cost_model.warm
     tuner.tune(8, ReplayMeasurer(matmul_task))
     assert tuner.random_picks == 8
 
