@@ -417,6 +417,30 @@ def _knowledge_for(args):
     return kdir, args.knowledge is not None or bool(use) or cls.warm_by_default
 
 
+def _check_library_name(log: str) -> None:
+    """Refuse a log whose exported model (``<log without .jsonl>.so``) Python would import in place of
+    an installed module: ``ray.jsonl`` exports ``ray.so``, and in that folder ``import ray`` loads it.
+
+    Raises
+    ------
+    ReleaseError
+        The library's name is an importable top-level module's.
+    """
+    import importlib.util
+
+    stem = os.path.basename(os.path.splitext(log)[0])
+    if not stem.isidentifier():
+        return
+    try:
+        found = importlib.util.find_spec(stem) is not None
+    except (ImportError, ValueError):
+        found = False
+    if found:
+        raise ReleaseError(f"--log {log}: the tuned model would be exported as {stem}.so beside it, which Python "
+                           f"imports in place of the module '{stem}' when run from that folder; name the log "
+                           f"otherwise, e.g. --log {os.path.join(os.path.dirname(log), stem + '-model.jsonl')}")
+
+
 def _kdir_is_new(args) -> bool:
     """Whether the knowledge folder this run would use does not exist yet (a typo'd ``--knowledge DIR``
     shows up as "a new folder" on the knowledge line)."""
@@ -570,6 +594,7 @@ def cmd_tune_model(args) -> int:
         from .measure.records import check_log_path
 
         check_log_path(args.log)  # a --log that cannot be written fails before the model is imported
+        _check_library_name(args.log)
     target = resolve_target(args.target)
     if args.layout == M.AUTO_LAYOUT:  # the blocked layout on a CPU: the space that beats PyTorch (issue 16)
         args.layout = M.default_layout(target)

@@ -136,6 +136,15 @@ def test_cli_tune_model_bad_input_one_line(tmp_path):
     assert p.returncode == 2
     assert p.stderr.strip().splitlines()[-1].startswith(f"release: error: ONNX file {bad} does not parse")
     assert "Traceback" not in p.stderr
+    # a log whose exported model (<stem>.so) would shadow an installed module: refused before any work
+    for stem in ("ray", "numpy"):
+        p = subprocess.run([sys.executable, "-m", "release.cli", "tune-model", "--model", "tiny-cnn", "--n-trial",
+                            "4", "--log", str(tmp_path / f"{stem}.jsonl")], capture_output=True, text=True,
+                           timeout=300)
+        assert p.returncode == 2, p.stderr
+        last = p.stderr.strip().splitlines()[-1]
+        assert f"exported as {stem}.so" in last and f"{stem}-model.jsonl" in last, last
+        assert not (tmp_path / f"{stem}.jsonl").exists() and not (tmp_path / f"{stem}.so").exists()
 
 
 class _TransposeThenLinear(torch.nn.Module):
