@@ -86,6 +86,10 @@ class ModelBasedTuner(RandomTuner):
         Configs measured first, before the warm-up's random ones (transfer-tuning seeds from a
         knowledge base, :func:`release.knowledge.use.knowledge_seeds`; default none). Visited
         ones (a resumed log) are skipped.
+    seed_explore : float
+        :attr:`seed_explore` (default 0.25).
+    warm_explore : float
+        :attr:`warm_explore` (default 0.5).
 
     Attributes
     ----------
@@ -94,7 +98,7 @@ class ModelBasedTuner(RandomTuner):
         epsilon-greedy share of every plan).
     warm_explore : float
         Share of random configs in the first round of a warm start (default 0.5; 0: the round is
-        the transferred model's plan plus the epsilon share). Set it before tuning.
+        the transferred model's plan plus the epsilon share).
     local : DropletSearch or None
         The local phase's state once it started.
     seed_explore : float
@@ -107,8 +111,9 @@ class ModelBasedTuner(RandomTuner):
     Raises
     ------
     TunerError
-        ``plan_size < 1``, ``diversity_filter_ratio < 1``, or an optimizer or sampler that is not
-        one (the message names the base class to subclass).
+        ``plan_size < 1``, ``diversity_filter_ratio < 1``, ``seed_explore`` or ``warm_explore``
+        outside [0, 1], or an optimizer or sampler that is not one (the message names the base class
+        to subclass).
     """
 
     name = "model-based"
@@ -116,9 +121,12 @@ class ModelBasedTuner(RandomTuner):
 
     def __init__(self, task, cost_model, model_optimizer, plan_size: int = 64,
                  diversity_filter_ratio: float | None = None, sampler=None, seed: int | None = None,
-                 local_search=False, seeds=()):
+                 local_search=False, seeds=(), seed_explore: float = 0.25, warm_explore: float = 0.5):
         super().__init__(task, seed=seed)
         check_plan_size(plan_size)
+        for what, share in (("seed_explore", seed_explore), ("warm_explore", warm_explore)):
+            if not isinstance(share, (int, float, np.integer, np.floating)) or not 0.0 <= share <= 1.0:
+                raise TunerError(f"{what}={share!r} must be a share between 0 and 1")
         if diversity_filter_ratio is not None and diversity_filter_ratio < 1:
             raise TunerError(f"diversity_filter_ratio={diversity_filter_ratio!r} must be >= 1 or None")
         if not isinstance(model_optimizer, ModelOptimizer):
@@ -147,7 +155,7 @@ class ModelBasedTuner(RandomTuner):
         self.agent_checkpoint: str | None = None
         self.random_picks = 0
         self._warm_done = False
-        self.warm_explore = 0.5
+        self.warm_explore = float(warm_explore)
         self._warm_first_plan = False
         from .local import LocalSearchConfig
 
@@ -164,7 +172,7 @@ class ModelBasedTuner(RandomTuner):
         self.local = None
         self.local_started_at: int | None = None
         self._costs: dict[tuple, list] = {}  # successful config -> repeat costs (the local phase's t-test)
-        self.seed_explore = 0.25
+        self.seed_explore = float(seed_explore)
         self.anchored_rounds = 0
         self.seeds = [self.space.check(c) for c in seeds]
         if self.seeds:  # measured first, then random configs until the first fit (no epsilon share among them)
@@ -319,14 +327,10 @@ class ModelBasedTuner(RandomTuner):
         # epsilon-greedy share (AutoTVM: 5% of a 64-config plan = 3; with a sampler: 5% of its picks)
         self.eps_round = self.sampler.epsilon_count(len(plan), self.plan_size)
         if self.seeds and self.seed_explore and self._anchored():  # the best is still a seed's: explore beside it
-            if not 0.0 <= self.seed_explore <= 1.0:
-                raise TunerError(f"seed_explore={self.seed_explore!r} must be a share between 0 and 1")
             self.eps_round = max(self.eps_round, int(round(self.seed_explore * len(plan))))
             self.anchored_rounds += 1
         if self._warm_first_plan:  # the first warm round: part random, so the own model sees the whole space
             self._warm_first_plan = False
-            if not 0.0 <= self.warm_explore <= 1.0:
-                raise TunerError(f"warm_explore={self.warm_explore!r} must be a share between 0 and 1")
             self.eps_round = max(self.eps_round, int(round(self.warm_explore * len(plan))))
         self.trials_plan = plan
         self.trial_pt = 0

@@ -116,6 +116,11 @@ class ModelBasedConfig:
     within 1.2% of it on conv2d.12, and reach 95% of a cold run's best far sooner."""
     local_search: object = False
     """Droplet-style local phase after the best stops improving: False, True or a LocalSearchConfig."""
+    seed_explore: float = 0.25
+    """With seeds: share of random configs in every round planned while the best is still a seed's
+    (:attr:`release.tuners.model_based.ModelBasedTuner.seed_explore`)."""
+    warm_explore: float = 0.5
+    """Share of random configs in the first round of a warm start (transferred model)."""
 
     def check(self) -> "ModelBasedConfig":
         """Validate the names and the plan size (the other numbers are checked by the parts that use them).

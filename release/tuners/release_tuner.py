@@ -85,6 +85,9 @@ class ReleaseTuner(ModelBasedTuner):
     local_search : bool or LocalSearchConfig
         Droplet-style local phase once the best stops improving (:mod:`release.tuners.local`;
         default False).
+    seed_explore, warm_explore : float
+        Random shares beside transfer-tuning seeds and in the first warm round (defaults 0.25 and
+        0.5; :class:`release.tuners.model_based.ModelBasedTuner`).
 
     Notes
     -----
@@ -120,12 +123,13 @@ class ReleaseTuner(ModelBasedTuner):
                  start_from_measured: float | None = None, min_queries: int | None = None,
                  diversity_filter_ratio: float | None = None,
                  num_threads: int | None = None, seed: int | None = None, log_interval: int = 50,
-                 warm_start=None, knowledge=None, local_search=False, knowledge_use: str = "seeds"):
+                 warm_start=None, knowledge=None, local_search=False, knowledge_use: str = "seeds",
+                 seed_explore: float = 0.25, warm_explore: float = 0.5):
         task.config_space  # noqa: B018 - raises SpaceError for a space without knobs
         over = dict(plan_size=plan_size, optimizer=optimizer, sampler=sampler, feature_type=feature_type,
                     loss_type=loss_type, ppo=ppo_config, diversity_filter_ratio=diversity_filter_ratio,
                     num_threads=num_threads, knowledge=knowledge, local_search=local_search,
-                    knowledge_use=knowledge_use)
+                    knowledge_use=knowledge_use, seed_explore=seed_explore, warm_explore=warm_explore)
         if start_from_measured is not None:
             over["start_from_measured"] = start_from_measured
         if min_queries is not None:
@@ -133,7 +137,8 @@ class ReleaseTuner(ModelBasedTuner):
         cfg = preset(self.preset, **over)
         cost_model, opt, smp, seeds, read = build_components(task, cfg, seed)
         super().__init__(task, cost_model, opt, plan_size=plan_size, diversity_filter_ratio=diversity_filter_ratio,
-                         sampler=smp, seed=seed, local_search=local_search, seeds=seeds)
+                         sampler=smp, seed=seed, local_search=local_search, seeds=seeds,
+                         seed_explore=cfg.seed_explore, warm_explore=cfg.warm_explore)
         self.config = cfg
         self.knowledge_read = read
         self.feature_type, self.loss_type = feature_type, loss_type

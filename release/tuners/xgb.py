@@ -80,6 +80,9 @@ class XGBTuner(ModelBasedTuner):
     local_search : bool or LocalSearchConfig
         Droplet-style local phase once the best stops improving (:mod:`release.tuners.local`;
         default False).
+    seed_explore, warm_explore : float
+        Random shares beside transfer-tuning seeds and in the first warm round (defaults 0.25 and
+        0.5; :class:`release.tuners.model_based.ModelBasedTuner`).
 
     Raises
     ------
@@ -94,14 +97,16 @@ class XGBTuner(ModelBasedTuner):
     def __init__(self, task, plan_size: int = 64, feature_type: str = "itervar", loss_type: str = "reg",
                  optimizer="sa", diversity_filter_ratio: float | None = None, sampler=None,
                  num_threads: int | None = None, seed: int | None = None, log_interval: int = 50,
-                 knowledge=None, local_search=False, knowledge_use: str = "seeds"):
+                 knowledge=None, local_search=False, knowledge_use: str = "seeds",
+                 seed_explore: float = 0.25, warm_explore: float = 0.5):
         cfg = preset(self.preset, plan_size=plan_size, feature_type=feature_type, loss_type=loss_type,
                      optimizer=optimizer, sampler=sampler, diversity_filter_ratio=diversity_filter_ratio,
                      num_threads=num_threads, knowledge=knowledge, local_search=local_search,
-                     knowledge_use=knowledge_use)
+                     knowledge_use=knowledge_use, seed_explore=seed_explore, warm_explore=warm_explore)
         cost_model, opt, smp, seeds, read = build_components(task, cfg, seed)
         super().__init__(task, cost_model, opt, plan_size=plan_size, diversity_filter_ratio=diversity_filter_ratio,
-                         sampler=smp, seed=seed, local_search=local_search, seeds=seeds)
+                         sampler=smp, seed=seed, local_search=local_search, seeds=seeds,
+                         seed_explore=cfg.seed_explore, warm_explore=cfg.warm_explore)
         self.config = cfg
         self.knowledge_read = read
         self.feature_type, self.loss_type = feature_type, loss_type

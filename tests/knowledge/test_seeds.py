@@ -126,9 +126,9 @@ def test_tuner_with_seeds_measures_them_first_then_random_then_its_own_model(mat
 
     records = _measured(wide_matmul, 24)
     plan = 8
-    tuner = get_tuner("xgb", matmul_task, plan_size=plan, seed=0, knowledge=records, knowledge_use="seeds")
+    tuner = get_tuner("xgb", matmul_task, plan_size=plan, seed=0, knowledge=records, knowledge_use="seeds",
+                      seed_explore=0.0)  # the random share beside seeds is tests/tuners/test_seed_explore.py's
     assert 1 <= len(tuner.seeds) <= plan // 2 and not tuner.cost_model.warm
-    tuner.seed_explore = 0.0  # the random share beside seeds is tests/tuners/test_seed_explore.py's
     meas = ReplayMeasurer(matmul_task)
     tuner.tune(2 * plan, meas)
     first = [c for batch in meas.calls for c in batch][:len(tuner.seeds)]

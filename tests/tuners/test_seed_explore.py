@@ -29,8 +29,7 @@ def _two_rounds(task, explore, seed_cost=1e-5):
     space = task.config_space
     seeds = [space.get(0), space.get(space.size - 1)]
     tuner = ModelBasedTuner(task, Bowl(space.dims), SimulatedAnnealingOptimizer(task, n_iter=20, seed=0), plan_size=8,
-                            seed=0, seeds=seeds)
-    tuner.seed_explore = explore
+                            seed=0, seeds=seeds, seed_explore=explore)
     s = tuner.session
     first = s.ask(8)
     assert first[:2] == seeds  # the seeds are measured first

@@ -69,8 +69,7 @@ def test_first_warm_round_is_part_random(share, random_first_round, matmul_task,
     kdir = str(tmp_path / "kb")
     _tuner("xgb", matmul_task, plan_size=20, seed=0).tune(40, ReplayMeasurer(matmul_task),
                                                             callbacks=[log_to_knowledge(kdir)])
-    warm = _tuner("xgb", matmul_task, plan_size=20, seed=1, knowledge=kdir)
-    warm.warm_explore = share
+    warm = _tuner("xgb", matmul_task, plan_size=20, seed=1, knowledge=kdir, warm_explore=share)
     warm.tune(20, ReplayMeasurer(matmul_task))
     assert warm.cost_model.warm and warm.random_picks == random_first_round
     warm.tune(40, ReplayMeasurer(matmul_task))
@@ -83,10 +82,11 @@ def test_warm_explore_out_of_range_is_refused(matmul_task, tmp_path):
     kdir = str(tmp_path / "kb")
     _tuner("xgb", matmul_task, plan_size=20, seed=0).tune(20, ReplayMeasurer(matmul_task),
                                                             callbacks=[log_to_knowledge(kdir)])
-    warm = _tuner("xgb", matmul_task, plan_size=20, seed=1, knowledge=kdir)
-    warm.warm_explore = 1.5
-    with pytest.raises(TunerError, match="warm_explore=1.5"):
-        warm.tune(20, ReplayMeasurer(matmul_task))
+    for bad in (1.5, -0.1, "half"):  # refused when the tuner is made, before any measurement
+        with pytest.raises(TunerError, match=f"warm_explore={bad!r} must be a share between 0 and 1"):
+            _tuner("xgb", matmul_task, plan_size=20, seed=1, knowledge=kdir, warm_explore=bad)
+    with pytest.raises(TunerError, match="seed_explore=2 must be a share"):
+        _tuner("xgb", matmul_task, plan_size=20, seed=1, seed_explore=2)
 
 
 def test_knowledge_too_small_starts_cold(matmul_task, tmp_path):
