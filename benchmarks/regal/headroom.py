@@ -1,4 +1,4 @@
-"""How far plain BRKGA is from the best order known (issue 35 item 1): the headroom a learned policy could win.
+"""How far plain BRKGA is from the best order known: the headroom a learned policy could win.
 
 Per graph and objective:
 

@@ -1,4 +1,4 @@
-"""benchmarks/regal/headroom.py --quick (issue 35 item 1) and the lower bound on TVM's plan it reports."""
+"""benchmarks/regal/headroom.py --quick and the lower bound on TVM's plan it reports."""
 
 import importlib.util
 import json
