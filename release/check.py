@@ -1,4 +1,4 @@
-"""Checking a config's output against a reference before it is reported as the best (issue 19 item 18).
+"""Checking a config's output against a reference before it is reported as the best.
 
 A config can build, run and be fast while computing garbage: a TIR program whose reduction has
 no init statement (the shape of apache/tvm#12907) tunes, and every valid schedule with a cache

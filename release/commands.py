@@ -349,7 +349,7 @@ def cmd_tune(args) -> int:
 
 def _print_default(task, tuner, log) -> None:
     """``release tune``'s line on TVM's default schedule of the task (measured once into the log):
-    how much faster the best tuned kernel is, or that it is slower (issue 38 item 3)."""
+    how much faster the best tuned kernel is, or that it is slower."""
     from .model import default_ms
 
     ms = default_ms([task], log).get(task.key)
@@ -480,7 +480,7 @@ def _resuming(task, previous) -> str:
 
 
 def _print_usage(args, task, log) -> None:
-    """Where the results went and how to use them (issue 19 item 14): Python lines that compile the best
+    """Where the results went and how to use them: Python lines that compile the best
     kernel and run it on the target's threads (TVM's runtime otherwise picks its own count)."""
     from .threads import thread_count
 
@@ -596,7 +596,7 @@ def cmd_tune_model(args) -> int:
         check_log_path(args.log)  # a --log that cannot be written fails before the model is imported
         _check_library_name(args.log)
     target = resolve_target(args.target)
-    if args.layout == M.AUTO_LAYOUT:  # the blocked layout on a CPU: the space that beats PyTorch (issue 16)
+    if args.layout == M.AUTO_LAYOUT:  # the blocked layout on a CPU: the space that beats PyTorch
         args.layout = M.default_layout(target)
     threads = thread_count(target)
     use_threads(threads)  # before any worker starts: they inherit TVM_NUM_THREADS
@@ -695,7 +695,7 @@ def cmd_tune_model(args) -> int:
           f"{res.wall_s:.0f} s tuning); output matches the reference (max abs error {tuned['max_abs_err']:.1e})")
     prog = not args.no_progress
     # the untuned build, timed even when not asked for (fewer runs then): the tuned build is exported
-    # only if it is not slower (issue 38); with --compare untuned its line is the comparison's
+    # only if it is not slower; with --compare untuned its line is the comparison's
     unex = M.compile_model(model, target, progress=prog)
     un = M.evaluate(model, unex, check=False, threads=threads,
                     max_seconds=30.0 if "untuned" in compare else 10.0)

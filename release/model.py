@@ -229,7 +229,7 @@ def default_layout(target) -> str:
 
     ``"NCHWc"`` for a CPU (``llvm``) target: the blocked space is the one where tuned ResNet-18
     beats PyTorch eager on this CPU (9.94 ms against 17.84 ms at 2,000 trials, NCHW 21.57 ms at 576;
-    ``benchmarks/results/layout/README.md``, issue 16), AutoTVM's x86 conv2d templates were NCHWc for the
+    ``benchmarks/results/layout/README.md``), AutoTVM's x86 conv2d templates were NCHWc for the
     same reason. ``"NCHW"`` (the model as imported) for every other target kind (CUDA: MetaSchedule's
     GPU rules tile NCHW directly).
 

@@ -13,7 +13,7 @@ once per task, after the last chunk. The policies:
   ``sum_i weight_i * best_latency_i`` the most. A task's gradient combines the recent slope of
   its best latency over the last ``window_size`` chunks (backward) with the optimistic
   ``-best/trials`` (forward), weighted ``alpha`` : ``1 - alpha``; 5% of picks are random.
-  Tasks whose tuner reports ``flattened`` (issue 17: a model-based tuner with ``patience``
+  Tasks whose tuner reports ``flattened`` (a model-based tuner with ``patience``
   trials without a new best and no local phase left, :attr:`release.tuners.model_based.ModelBasedTuner.flattened`)
   are passed over while any other task is still improving, so their budget goes to those tasks;
   when every task has flattened, all compete again.

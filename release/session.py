@@ -32,7 +32,7 @@ rounds continue from the last stored round).
 
 After the rounds, :meth:`verify_best` checks the best config's output against the task's reference
 (:class:`release.check.OutputChecker`); a wrong one becomes a ``wrong_output`` result (logged, never
-a best) and the next best is checked instead (issue 19 item 18).
+a best) and the next best is checked instead.
 
 The proposer is any object with ``has_next() -> bool``, ``next_batch(n) -> list[config]``,
 ``update(configs, results)`` and an integer ``rounds`` (cost-model refits so far):

@@ -179,7 +179,7 @@ SEARCH_ENV = "RELEASE_SEARCH_THREADS"
 
 
 def search_threads() -> int:
-    """Threads of every tuner's search and cost model: one setting for all tuners alike (issue 19 item 13).
+    """Threads of every tuner's search and cost model: one setting for all tuners alike.
 
     Our XGBoost cost model (``nthread``), MetaSchedule's evolutionary search (``TuneContext``
     ``num_threads`` and its ``XGBModel``'s ``num_tuning_cores``) and the PPO agent's PyTorch work

@@ -1,4 +1,4 @@
-"""Opt-in alias: ``tvm.autotvm`` resolves to :mod:`release.autotvm` (issue 19, item 17).
+"""Opt-in alias: ``tvm.autotvm`` resolves to :mod:`release.autotvm`.
 
 TVM removed AutoTVM (and Relay) in 0.20; TVM 0.27 has no ``tvm.autotvm``. Importing this module
 installs an alias, in the spirit of setuptools' ``distutils`` shim, so scripts written against

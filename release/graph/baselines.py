@@ -44,7 +44,7 @@ def seed_chromosomes(model: PerformanceModel) -> np.ndarray:
     """The given order (on device 0) and the objective's greedy solution as chromosomes, shape (2, n_genes).
 
     Every search method starts from these (``initial=``), so ``optimize`` never returns a schedule worse than
-    either (issue 18). Computing them evaluates nothing.
+    either. Computing them evaluates nothing.
     """
     if model.objective == "runtime":
         order, dev = critical_path_schedule(model)

@@ -121,7 +121,7 @@ class MutantSampler:
 
 def policy_fraction_schedule(budget: int, reference_budget: int = 1000, cutoff: float = 4.0,
                              table=None) -> float:
-    """Share of the population REGAL's policy biases at ``budget`` evaluations (ours, issue 18): 1 up to the budget
+    """Share of the population REGAL's policy biases at ``budget`` evaluations (ours): 1 up to the budget
     the policy was trained at, then ``reference_budget / budget``, and 0 (plain BRKGA, exactly) from
     ``cutoff * reference_budget`` on.
 

@@ -186,7 +186,7 @@ def _torch_models() -> dict[str, Callable]:
         return make(RandWire, (1, 3, 32, 32), n=n)
 
     return {
-        # full-size graphs (issue 18): the operator-level zoo's models through the same importer
+        # full-size graphs: the operator-level zoo's models through the same importer
         "resnet18-224": make_zoo("resnet18"),
         "mobilenet_v2": make_zoo("mobilenet_v2"),
         "bert-base-layer": make_zoo("bert-base-layer"),
@@ -202,7 +202,7 @@ def _torch_models() -> dict[str, Callable]:
 
 
 MODEL_NAMES = ("resnet18", "transformer", "inception", "randwire", "tiny")
-#: Full-size models (issue 18): ResNet-18, MobileNetV2 (224x224), one BERT-base encoder layer (seq 128), Inception-v3's
+#: Full-size models: ResNet-18, MobileNetV2 (224x224), one BERT-base encoder layer (seq 128), Inception-v3's
 #: three 35x35 blocks, RandWire with 60 and 200 Watts-Strogatz nodes (about 300 and 1,000 fused kernels).
 FULL_SIZE_NAMES = ("resnet18-224", "mobilenet_v2", "bert-base-layer", "inception-v3-35", "randwire-60", "randwire-200")
 

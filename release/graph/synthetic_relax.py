@@ -1,4 +1,4 @@
-"""Synthetic Relax modules for training REGAL on the memory TVM plans (issue 18, item 4).
+"""Synthetic Relax modules for training REGAL on the memory TVM plans.
 
 REGAL's policy is trained on many generated graphs (Paliwal et al., ICLR 2020, section 5.1). The cost graphs of
 :mod:`release.graph.synthetic` carry only node costs and output bytes: they have no Relax module, so TVM's memory

@@ -36,7 +36,7 @@ def without_sigint(fn):
     now or later when one is replaced) inherit the blocked signal. A Ctrl-C, which the terminal sends
     to the whole process group, then reaches only the main process, whose main thread stays
     interruptible while it waits here and stops with one line (``release: interrupted``), never a
-    worker halfway through ``import tvm`` (whose tracebacks it printed before; issue 19, item 4).
+    worker halfway through ``import tvm`` (whose tracebacks it printed before).
     Workers exit by themselves when the main process is gone (their pipe closes).
 
     Parameters

@@ -1,4 +1,4 @@
-"""Measurement, split into roles (issue 15): kept as the import path of earlier versions.
+"""Measurement, split into roles: kept as the import path of earlier versions.
 
 - :mod:`release.measure.result`: ``ErrorKind``, ``MeasureResult``, ``BuildResult``, ``RunResult``;
 - :mod:`release.measure.builder`: ``Builder``, ``LocalBuilder``, ``MetaScheduleBuilder``;

@@ -194,7 +194,7 @@ class log_to_file(Callback):
         return [r for r in self._records if r.task == task]
 
     def load(self, task) -> list[Record]:
-        """Same as :meth:`records` (the name before issue 15)."""
+        """Same as :meth:`records` (the earlier name)."""
         return self.records(task)
 
     def on_result(self, tuner, inputs, results) -> None:
@@ -231,7 +231,7 @@ def _ends_mid_line(path: str) -> bool:
 
 def best_records(records: Iterable[Record]) -> dict[str, Record]:
     """The fastest successful record per task key, skipping configs that also have a
-    ``wrong_output`` record (their output failed the reference check, issue 19 item 18) and the
+    ``wrong_output`` record (their output failed the reference check) and the
     records of TVM's default schedules (``Record.default``: no config to apply)."""
     records = [r for r in records if not r.default]
     wrong = {(r.task, tuple(r.config)) for r in records if r.error_kind == ErrorKind.WRONG_OUTPUT}

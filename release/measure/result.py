@@ -27,7 +27,7 @@ class ErrorKind:
     BUILD_TIMEOUT = "build_timeout"
     RUN_ERROR = "run_error"
     RUN_TIMEOUT = "run_timeout"
-    WRONG_OUTPUT = "wrong_output"  # ran, but its output differs from the reference: never a best (issue 19 item 18)
+    WRONG_OUTPUT = "wrong_output"  # ran, but its output differs from the reference: never a best
 
 
 class BuildResult(NamedTuple):

@@ -228,7 +228,7 @@ class RLOptimizer(ModelOptimizer):
         """
         from ..threads import torch_search_threads
 
-        with torch_search_threads():  # the one search-thread setting of every tuner (issue 19 item 13)
+        with torch_search_threads():  # the one search-thread setting of every tuner
             return self._find_maximums(model, num, exclusive)
 
     def _find_maximums(self, model, num: int, exclusive: set) -> list[tuple]:

@@ -299,7 +299,7 @@ class KnobSpace:
 
         Probing a location then costs one ``sample_compute_location`` on a copy of this schedule
         instead of a replay of the whole trace: on a conv2d_transpose (three blocks computed at,
-        each ComputeAt 30-150 ms) that was 95% of building the space (issue 19, item 23).
+        each ComputeAt 30-150 ms) that was 95% of building the space.
         """
         from tvm.s_tir import Schedule
         from tvm.s_tir.schedule import Trace

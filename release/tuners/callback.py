@@ -72,7 +72,7 @@ class progress_bar(Callback):
         if self.bar is not None:
             self.bar.close()
 
-    start, finish = on_start, on_finish  # the names before issue 15
+    start, finish = on_start, on_finish  # the earlier names
 
 
 __all__ = ["Callback", "FunctionCallback", "as_callback", "log_to_file", "log_to_database", "progress_bar"]

@@ -22,7 +22,7 @@ normalizes them). A candidate whose trace maps to no config is reported to the s
 failed and not measured: on resnet18.conv2d.2, 3 of 192 candidates chose a compute location the
 knob space's probing had not enumerated (``KnobSpace`` finds legal locations by probing replays).
 
-With ``knowledge=`` (issue 17's fair comparison: MetaSchedule given the same records through its
+With ``knowledge=`` (a fair comparison: MetaSchedule given the same records through its
 database) the tuner first measures the same transfer-tuning seeds the model-based tuners measure
 (:func:`release.knowledge.use.knowledge_seeds`) and commits them to its database and cost model
 before the search starts, so ``EvolutionarySearch`` takes them into its initial population

@@ -43,7 +43,7 @@ OPTIMIZERS = ("ppo", "sa")
 KNOWLEDGE_USES = ("model", "seeds")
 
 #: role -> (extra entropy, child index): how :func:`child_seed` derives each part's seed. The
-#: values reproduce the seeds of the code before issue 15 (two spawn trees), so runs and their
+#: values reproduce the seeds of the code before the parts were composed (two spawn trees), so runs and their
 #: logs stay reproducible.
 _SEED_TREE = {"cost_model": (None, 0), "sa": (None, 1), "ppo": (4, 0), "sampler": (4, 1)}
 

@@ -233,7 +233,7 @@ class Tuner:
         check_output : bool
             Check the best config's output against the task's reference before it is reported
             (default True; CPU targets only, others are left unchecked with an info line). A wrong
-            config becomes a ``wrong_output`` record (issue 19 item 18).
+            config becomes a ``wrong_output`` record.
         max_rejected : int
             Most invalid configs in a row before the run stops (default 1000; the cap on replays
             per trial).
