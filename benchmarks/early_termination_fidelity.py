@@ -1,4 +1,4 @@
-"""Ranking fidelity of AdaTune-style early termination, replayed on committed logs (issue 17, item 4).
+"""Ranking fidelity of AdaTune-style early termination, replayed on committed logs.
 
     .venv/bin/python benchmarks/early_termination_fidelity.py [--ratios 1.5 2 3] [--out benchmarks/results/early_termination]
                                                         [LOG_OR_DIR ...]   # default: benchmarks/results

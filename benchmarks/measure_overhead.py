@@ -7,7 +7,7 @@ measured config: median build time (in the worker), median run time, wall time, 
 = wall time beyond the build phase and the runs, as a share of wall time. Builds run in parallel
 (n_parallel workers), so the build phase's wall time is what a config costs, not the worker time.
 
-The floor (issue 17, item 4): the wall time of one ``Measurer.measure`` call on the median config
+The floor: the wall time of one ``Measurer.measure`` call on the median config
 alone (replay + build + run, warm worker pools), median of ``--floor-repeats`` calls. Reported:
 ``wall_per_trial_over_floor`` (the issue's target: <= 1.3) and the per-trial split of the tuning wall
 time into replay, build phase, run, and bookkeeping (search, fit, callbacks: wall minus the

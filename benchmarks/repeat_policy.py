@@ -1,4 +1,4 @@
-"""Choose the repeat policy by ranking fidelity: paired timings of the same kernels (issue 17, item 4).
+"""Choose the repeat policy by ranking fidelity: paired timings of the same kernels.
 
     .venv/bin/python benchmarks/repeat_policy.py --out benchmarks/results/repeat_policy
         [--workloads resnet18.conv2d.4=LOG resnet18.conv2d.12=LOG tiny.matmul.1]
@@ -7,7 +7,7 @@
 A tuner ranks candidates by the mean of ``repeat`` costs, each the average of ``number`` runs, with
 ``number`` grown until one cost takes ``min_repeat_ms`` (TVM's ``time_evaluator``; the CLI's default is
 ``number=4, repeat=3, min_repeat_ms=50``). The longer the timing, the steadier the ranking and the
-higher the wall time per trial (issue 17: one evaluation of resnet18.conv2d.6's median config took
+higher the wall time per trial (one evaluation of resnet18.conv2d.6's median config took
 0.18 s at 50 ms against 0.05 s at 0). This benchmark measures what each policy buys, on the same
 built kernels, interleaved so that every policy sees the same machine load:
 

@@ -1,4 +1,4 @@
-"""AutoTVM's names beyond the tuner (issue 32 item 2): ``apply_history_best`` as an object and a ``with``
+"""AutoTVM's names beyond the tuner: ``apply_history_best`` as an object and a ``with``
 context, ``autotvm.record`` (``load_from_file``, ``decode``, ``encode``, ``pick_best``), builders and runners
 with AutoTVM's signatures, ``task.create(func, args)``; what TVM 0.27 cannot do raises ``AliasError``.
 Logs are written from replayed configs (real traces, no measurement), kernels really built and run."""

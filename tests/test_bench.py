@@ -125,8 +125,8 @@ def test_rounds_of_a_resumed_pre_fix_log_continue():
 
 
 def test_summary_counts_every_run_and_names_exclusions():
-    """Geometric means drop NaN/non-positive values, so each cell says how many runs it excludes and why
-    (issue 19 item 12): a missing seed and a run without a value both show as excluded k/n."""
+    """Geometric means drop NaN/non-positive values, so each cell says how many runs it excludes and why:
+    a missing seed and a run without a value both show as excluded k/n."""
     from release import bench
 
     cfg = bench.BenchConfig.from_tier("smoke", seeds=[0, 1])
@@ -159,7 +159,7 @@ def _write_log(path, revisions, flop=5.24288e5):
 
 
 def test_report_flags_tables_built_from_logs_of_different_revisions(tmp_path):
-    """Records carry the package version and git revision that measured them (issue 15 item 7): a
+    """Records carry the package version and git revision that measured them: a
     table whose logs mix revisions says so in one line under it; one revision gives no line."""
     cfg = bench.BenchConfig.from_tier("smoke", out=str(tmp_path / "mixed"), logs=str(tmp_path / "logs"), n_trial=3,
                                       tuners=["random", "grid"], seeds=[0], against=["grid"])

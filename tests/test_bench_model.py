@@ -1,4 +1,4 @@
-"""The model benchmark tier (issue 16 item 4): the ratio table on hand-made curves, its budget
+"""The model benchmark tier: the ratio table on hand-made curves, its budget
 flags, and the `model-smoke` tier end to end (real tuning, real compiles, real timings)."""
 
 import json
@@ -48,7 +48,7 @@ def test_budget_flags_per_model_and_bad_values():
 
 
 def test_the_model_tier_tunes_nchwc_and_keeps_its_logs_apart():
-    """The model tier compares tuners on the space that beats PyTorch (NCHWc, issue 16); logs of another
+    """The model tier compares tuners on the space that beats PyTorch (NCHWc); logs of another
     layout never resume an NCHW run's."""
     cfg = BM.ModelBenchConfig.from_tier("model")
     assert cfg.layout == "NCHWc" and BM.ModelBenchConfig.from_tier("model-smoke").layout == "NCHW"
@@ -152,7 +152,7 @@ def test_operator_options_on_a_model_tier_get_one_line(tmp_path):
 
 
 def test_warm_runs_need_a_model_based_tuner_and_a_knowledge_base(tmp_path):
-    """`TUNER:warm` (issue 17's whole-model row): named apart in the logs, refused without a base, for a
+    """`TUNER:warm` (the whole-model warm row): named apart in the logs, refused without a base, for a
     tuner without a cost model, and a base that no run reads is refused too (it would be silently unused)."""
     kb = tmp_path / "kb"
     kb.mkdir()

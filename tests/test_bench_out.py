@@ -1,4 +1,4 @@
-"""Benchmarks write under --out, by default outside what git tracks (issue 32 item 6): `release bench
+"""Benchmarks write under --out, by default outside what git tracks: `release bench
 --tier smoke` leaves `benchmarks/results/` (the committed figures) alone and the checkout clean."""
 
 import os

@@ -1,8 +1,8 @@
 """The `release` command line: acceptance runs, kill-and-resume, and one-line errors on bad input.
 
 The one-line-error cases run in this process (``release.cli.main([...])``, output captured): each
-subprocess start imports TVM and PyTorch (10-96 s apiece on a loaded 2-core machine, issue 19 item
-10). A few tests still start ``python -m release.cli`` as the real entry point: a folder as
+subprocess start imports TVM and PyTorch (10-96 s apiece on a loaded 2-core machine).
+A few tests still start ``python -m release.cli`` as the real entry point: a folder as
 ``--log``, a log of another task, a file that is not a log, Ctrl-C, a killed run, a closed pipe.
 """
 
@@ -73,7 +73,7 @@ def _tune_and_check(tmp_path, workload, n):
 
 def _check_default_line(out: str, log) -> None:
     """``release tune`` measured TVM's default schedule once (one ``default`` record: no config, no
-    trace) and its ``default`` line says which is faster, as the printed timings say (issue 38 item 3)."""
+    trace) and its ``default`` line says which is faster, as the printed timings say."""
     import re
 
     (dflt,) = lines(log, defaults=True)
@@ -263,7 +263,7 @@ def test_piped_output_ends_quietly():
 
 @pytest.mark.slow
 def test_log_cut_mid_line_loses_no_record_across_two_resumes(tmp_path):
-    """A crash that cut the last line mid-write: the next record starts on a new line (issue 19, item 1).
+    """A crash that cut the last line mid-write: the next record starts on a new line.
     Slow (three CLI runs); the default suite has the unit version,
     ``tests/measure/test_records.py::test_writer_starts_a_new_line_after_a_cut_one``."""
     log = tmp_path / "t.jsonl"
@@ -290,7 +290,7 @@ def test_log_cut_mid_line_loses_no_record_across_two_resumes(tmp_path):
 
 
 def test_log_that_is_not_a_tuning_log_is_refused_untouched(tmp_path):
-    """A non-log file passed as --log (issue 19, item 2): one line, exit 2, file unchanged."""
+    """A non-log file passed as --log: one line, exit 2, file unchanged."""
     log = tmp_path / "pyproject.toml"
     text = '[project]\nname = "x"\nversion = "0.1"\n'
     log.write_text(text)
@@ -301,7 +301,7 @@ def test_log_that_is_not_a_tuning_log_is_refused_untouched(tmp_path):
 
 @pytest.mark.parametrize("command", ["tune", "tune-model"])
 def test_log_naming_a_folder_gets_one_line(tmp_path, command):
-    """``--log`` naming a directory (issue 19, item 3)."""
+    """``--log`` naming a directory."""
     extra = ["--workload", "tiny.matmul.1"] if command == "tune" else ["--model", "tiny-cnn", "--compare", ""]
     p = release(command, *extra, "--log", str(tmp_path), *FAST)
     assert_one_line_error(p, f"log path {tmp_path} is a folder", "tune.jsonl")
@@ -309,7 +309,7 @@ def test_log_naming_a_folder_gets_one_line(tmp_path, command):
 
 def test_ctrl_c_during_worker_start_up_prints_one_line(tmp_path):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while the build workers are
-    importing TVM: one line, no worker traceback, a prompt exit, no worker left (issue 19, item 4)."""
+    importing TVM: one line, no worker traceback, a prompt exit, no worker left."""
     import psutil
 
     args = [sys.executable, "-m", "release.cli", "tune", "--workload", "tiny.matmul.1", "--n-trial", "8",
@@ -338,7 +338,7 @@ def test_ctrl_c_during_worker_start_up_prints_one_line(tmp_path):
 
 
 def test_help_gives_every_option_a_text_and_each_default_once():
-    """Help texts (issue 19, item 16): no option without help, no '(default: x) (default: y)'."""
+    """Help texts: no option without help, no '(default: x) (default: y)'."""
     import argparse
     import re
 
@@ -374,7 +374,7 @@ def test_top_level_help_examples_parse():
 
 def test_tune_blocked_layout_and_the_printed_usage_runs(tmp_path):
     """`--layout NCHWc` tunes the channel-blocked conv2d; the `use` lines it prints compile the best
-    kernel when run as printed (issue 16 item 2, issue 19 item 14), on the target's threads (issue 31)."""
+    kernel when run as printed, on the target's threads."""
     log = tmp_path / "c.jsonl"
     p = release("tune", "--workload", "tiny.conv2d.1", "--layout", "NCHWc", "--tuner", "random", "--n-trial", "4",
                 "--log", str(log), *FAST)

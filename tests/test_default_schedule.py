@@ -1,4 +1,4 @@
-"""A tuned model is never slower than what it replaces (issue 38): TVM's default schedule of every task is
+"""A tuned model is never slower than what it replaces: TVM's default schedule of every task is
 measured once as a candidate and recorded as such, applying the log keeps it where it is faster, and
 ``tune-model`` exports the untuned build when the tuned one is slower end to end.
 

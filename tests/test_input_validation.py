@@ -1,4 +1,4 @@
-"""User input is validated once, at each public boundary (issue 15, item 5): a bad ``n_trial`` or
+"""User input is validated once, at each public boundary: a bad ``n_trial`` or
 ``plan_size`` given to any public entry point or constructor, or to the CLI, is refused with the
 project's one-line error before anything is built, measured or written."""
 

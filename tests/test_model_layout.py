@@ -1,4 +1,4 @@
-"""conv2d in a channel-blocked layout inside whole models (``layout="NCHWc"``, issue 16 item 2):
+"""conv2d in a channel-blocked layout inside whole models (``layout="NCHWc"``):
 tasks extracted blocked, tuned, compiled with the database, run on NCHW inputs and checked
 against PyTorch; the layout transforms stay at the blocked region's boundaries."""
 

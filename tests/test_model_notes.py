@@ -1,4 +1,4 @@
-"""The small things of a model run (issue 32 item 7): a note once; "(weights packed in)" only when they
+"""The small things of a model run: a note once; "(weights packed in)" only when they
 are; a missing model refused before TVM or PyTorch is imported; help texts naming every accepted model."""
 
 import logging

@@ -1,4 +1,4 @@
-"""Whole-model tuning a user can trust (issue 16 item 3): progress and an estimate of the time left
+"""Whole-model tuning a user can trust: progress and an estimate of the time left
 in every long phase, tasks ordered by their share of the end-to-end latency."""
 
 import re
@@ -48,7 +48,7 @@ def test_tune_model_prints_progress_and_time_left_in_every_phase(tiny_cnn_run):
         assert done == total > 0, lines[-1]  # the last line of each phase says it finished
     assert "% of the latency" in err  # the tuning bar names the task's latency share
     out = p.stdout
-    assert "compare  torch" in out  # the untuned build is timed before the comparisons, always (issue 38)
+    assert "compare  torch" in out  # the untuned build is timed before the comparisons, always
     assert re.search(r"^untuned  [0-9.]+ ms on \d+ threads", out, re.M) and re.search(r"^verdict  the tuned build", out, re.M)
     head = next(l for l in out.splitlines() if l.startswith("task "))
     assert "latency %" in head and "FLOP %" in head

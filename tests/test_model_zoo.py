@@ -1,4 +1,4 @@
-"""Models in, every route (issue 32 item 1): hand-made PyTorch models given through
+"""Models in, every route: hand-made PyTorch models given through
 ``from_pytorch``, through an ONNX file (``from_onnx``) and through ``release tune-model --model
 file.onnx``, at every conv2d layout the CLI offers; each is tuned a few trials, compiled and run on
 the same input as PyTorch, and must give PyTorch's output.

@@ -1,4 +1,4 @@
-"""Process-wide state is explicit (issue 15, item 6): the tensor-intrinsics shortcut is set at the
+"""Process-wide state is explicit: the tensor-intrinsics shortcut is set at the
 entry points only, no test module changes torch's thread count at import, and REGAL's policy and
 training keep no module globals."""
 

@@ -1,4 +1,4 @@
-"""Progress where no terminal is (issue 32 item 3): plain lines every N trials or T seconds (trials done,
+"""Progress where no terminal is: plain lines every N trials or T seconds (trials done,
 best so far, elapsed, ETA), also logged; a real ``release tune`` with stderr redirected to a file."""
 
 import io

@@ -1,4 +1,4 @@
-"""Targets in every form a user may hand in (issue 19, items 5, 6, 7 and 20).
+"""Targets in every form a user may hand in.
 
 Invalid ``mcpu`` values, ``Target.export()`` dicts, TVM's old string form and ``tvm.target.Target``
 objects all go through the same checks as JSON strings.
@@ -85,7 +85,7 @@ def test_target_object_is_validated_like_a_string():
 
 
 def test_task_create_with_a_target_object_builds_its_knob_space():
-    """A Target without num-cores used to fail in MetaSchedule with an InternalError (issue 19, item 20)."""
+    """A Target without num-cores used to fail in MetaSchedule with an InternalError."""
     import tvm
 
     from release import autotvm

@@ -1,4 +1,4 @@
-"""``import release.tvm_autotvm``: AutoTVM's import path on TVM 0.27, which has no ``tvm.autotvm`` (issue 19, item 17).
+"""``import release.tvm_autotvm``: AutoTVM's import path on TVM 0.27, which has no ``tvm.autotvm``.
 
 Installing the alias changes ``tvm`` for the whole process, so each test runs in a fresh interpreter.
 """

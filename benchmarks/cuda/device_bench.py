@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CUDA on a lent GPU (issue 20): tune, re-time against PyTorch, check outputs; or dry-run on a CPU.
+"""CUDA on a lent GPU: tune, re-time against PyTorch, check outputs; or dry-run on a CPU.
 
 One driver, called by ``benchmarks/cuda/run_device.sh`` step by step (each step under its own
 ``timeout``) so that a run cut short still leaves its partial results:

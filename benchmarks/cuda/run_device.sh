@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CUDA for real (issue 20): install, test, tune and re-time on a lent GPU machine, in one call.
+# CUDA for real: install, test, tune and re-time on a lent GPU machine, in one call.
 #
 # Designed for the device machine (one H200, 16 cores, Python 3.12 with a CUDA PyTorch, nvcc, no
 # network), run in a copy of the repository root; what lands under $OUT comes back (at most 8

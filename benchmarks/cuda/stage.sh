@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepare, on a machine with PyPI, the wheels the GPU machine lacks (issue 20), in parts that each
+# Prepare, on a machine with PyPI, the wheels the GPU machine lacks, in parts that each
 # fit one device call beside the working tree, and check what each call would carry.
 #
 #   bash benchmarks/cuda/stage.sh          # -> .cuda-stage/p1 .. pN; prints the N device calls

@@ -64,7 +64,7 @@ ROWS = {
     # space are the first round's first half; the cost model is the task's own
     "xgb seeds": ("xgb", "seeds"),
     "release+ seeds": ("release+", "seeds"),
-    # the same seeds from a base of other networks only (--cross-networks; issue 17, item 5's second row)
+    # the same seeds from a base of other networks only (--cross-networks; the second row)
     "xgb seeds, across networks": ("xgb", "seeds-xnet"),
     "release+ seeds, across networks": ("release+", "seeds-xnet"),
     # MetaSchedule's evolutionary search, cold and given the same seeds through its database (the fair comparison)

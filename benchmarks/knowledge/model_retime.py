@@ -1,4 +1,4 @@
-"""Re-time chosen checkpoints of a model-tier run side by side, in interleaved rounds (issue 17, item 5).
+"""Re-time chosen checkpoints of a model-tier run side by side, in interleaved rounds.
 
     .venv/bin/python benchmarks/knowledge/model_retime.py --out benchmarks/results/model-warm \\
         --points release+@2000 release+:warm@250 release+:warm@2000 [--rounds 5] [--model resnet18]

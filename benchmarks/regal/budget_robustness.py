@@ -1,4 +1,4 @@
-"""REGAL against plain and tuned BRKGA at every budget from 500 to 20,000 evaluations (issue 18 item 4).
+"""REGAL against plain and tuned BRKGA at every budget from 500 to 20,000 evaluations.
 
 Held-out graphs: the *test* split of ``make_splits(32, 0, 100, SyntheticConfig(40 nodes, width 8, edge density
 0.15), seed 0)`` (the call ``release regal train --graphs 32`` makes; the policies never saw these graphs).
@@ -7,16 +7,16 @@ Every method starts from the same two seed chromosomes (the given order and the 
 
 Methods per (graph, seed, budget):
 * ``brkga``: plain BRKGA (population 100, elite 0.2, mutant 0.2, rho 0.7);
-* ``tuned``: BRKGA with the config grid-searched in issue 8 at budget 1,000 on training graphs (runtime:
+* ``tuned``: BRKGA with the config grid-searched at budget 1,000 on training graphs (runtime:
   population 50, elite 0.1, mutant 0.1, rho 0.6; peak memory: population 50, elite 0.25, mutant 0.1, rho 0.6);
 * ``regal``: the shipped policy's most likely per-node Beta/rho choices, biasing the share
   ``policy_fraction_schedule(budget) = min(1, 1000 / budget)`` of the population (fading to plain BRKGA);
-* ``regal-full``: the same policy biasing the whole population at every budget (what issue 8 shipped).
+* ``regal-full``: the same policy biasing the whole population at every budget (what was shipped first).
 
 Ratios are method / plain BRKGA per (graph, seed); the interval is a 95% bootstrap over graphs (resampling
 graphs, keeping their seeds together).
 
-``--objective peak-memory-tvm`` (issue 18, item 4: the memory TVM plans): peak memory is the bytes
+``--objective peak-memory-tvm`` (the memory TVM plans): peak memory is the bytes
 ``StaticPlanBlockMemory`` plans (``PerformanceModel(..., memory_plan=TVMPlanModel)``), the policy is
 ``regal-peak-memory-tvm.pt`` and the graphs are synthetic Relax networks (:mod:`release.graph.synthetic_relax`,
 ``--split test`` by default; the policy was trained on the train split and its share chosen on ``dev``) plus the
@@ -292,7 +292,7 @@ def main():
     if tvm:
         md += ["Peak memory here is the bytes TVM's `StaticPlanBlockMemory` plans for the order "
                "(`TVMPlanModel`, exact against TVM on every order checked), not ideal liveness. Tuned BRKGA uses "
-               "issue 8's peak-memory config (tuned at 1,000 on ideal liveness), not re-tuned for TVM's plan.", ""]
+               "the shipped peak-memory config (tuned at 1,000 on ideal liveness), not re-tuned for TVM's plan.", ""]
     for gname, tab in tables.items():
         if len(tables) > 1:
             md += [f"## {gname} graphs ({tab[0]['graphs']} graphs)" if tab else f"## {gname}", ""]
@@ -351,7 +351,7 @@ def main():
             hi = [l[m]["hi"] for l in table]
             bx = [l["budget"] for l in table]
             ax.plot(bx, y, "o-", color=c, label={"regal": "REGAL (policy share: schedule)",
-                                                      "regal-full": "REGAL (full policy, issue 8)",
+                                                      "regal-full": "REGAL (full policy)",
                                                       "tuned": "tuned BRKGA"}[m])
             ax.fill_between(bx, lo, hi, color=c, alpha=0.15)
         ax.axhline(1.0, color="k", lw=0.8)

@@ -1,4 +1,4 @@
-"""Exact yardsticks on graphs of a few hundred nodes (issue 18 item 5): frontier DP with a time limit, then the
+"""Exact yardsticks on graphs of a few hundred nodes: frontier DP with a time limit, then the
 CP-SAT order model with the best searched order as incumbent; gap of each method to the proven optimum or bound.
 
 Usage: ``.venv/bin/python benchmarks/regal/exact_scale.py [--out DIR]`` -> ``DIR/exact_scale.{md,json}`` (default

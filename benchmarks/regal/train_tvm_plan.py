@@ -1,4 +1,4 @@
-"""Train REGAL's peak-memory policy on the memory TVM plans (issue 18, item 4), on synthetic Relax networks.
+"""Train REGAL's peak-memory policy on the memory TVM plans, on synthetic Relax networks.
 
 Training graphs: the first ``--graphs`` kept networks of the *train* split of
 :mod:`release.graph.synthetic_relax` (random multi-branch PyTorch DAGs imported through the project's importer,

@@ -7,7 +7,7 @@ runs on both modules (ToNonDataflow, RemovePurityChecking, CallTIRRewrite, Stati
 ``relax.analysis.estimate_memory_usage``, "with memory planning" total). TVM's figure is the total size of the
 planned storage tokens, not the peak of live bytes, so the two need not move together.
 
-Superseded by ``tvm_plan_real.py`` (issue 18: exact bytes, the plan model, real-size graphs).
+Superseded by ``tvm_plan_real.py`` (exact bytes, the plan model, real-size graphs).
 
 Usage: ``.venv/bin/python benchmarks/regal/tvm_memory_plan.py [inception randwire resnet18 transformer]``
 """

@@ -1,4 +1,4 @@
-"""The memory TVM plans on real-size graphs: the plan model against TVM, and what reordering gains (issue 18).
+"""The memory TVM plans on real-size graphs: the plan model against TVM, and what reordering gains.
 
 For each full-size model (fused as ``tvm.compile`` fuses it; imported through ``release.model.from_pytorch``):
 

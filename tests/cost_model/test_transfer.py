@@ -1,4 +1,4 @@
-"""The transferable cost model (issue 17, item 2), learned and ranked on measured data committed as fixtures.
+"""The transferable cost model, learned and ranked on measured data committed as fixtures.
 
 Fixtures: tests/fixtures/cost_model/resnet18.conv2d.{2,6,9}.random.s0.first128.jsonl, the first 128
 records of benchmarks/results/logs/resnet18.conv2d.{2,6,9}.random.s0.jsonl (commit 47cbda8, `release

@@ -1,7 +1,7 @@
 """XGBoost cost model: AutoTVM's recall metric, features, errors, and learning on real measurements.
 
 The model learns and ranks on measurements committed as a fixture (no test asserts on the quality of
-live timings, which a loaded machine turns to noise; issue 19, item 9):
+live timings, which a loaded machine turns to noise):
 tests/fixtures/cost_model/resnet18.conv2d.2.random.s0.first128.jsonl holds the first 128 records of
 benchmarks/results/logs/resnet18.conv2d.2.random.s0.jsonl (commit 47cbda8: `release bench --tier
 baselines`, random tuner, seed 0, measured on a 2-core Emerald Rapids machine) with their traces dropped.

@@ -1,4 +1,4 @@
-"""Bad input to `release regal optimize` (issue 18 item 6): one clear line, exit 2, checked before any method runs.
+"""Bad input to `release regal optimize`: one clear line, exit 2, checked before any method runs.
 
 One test per kind of bad input found on held-out graphs: non-finite link and memory figures, malformed edge ids
 in graph JSON, a checkpoint that is not a weights-only torch file, absurd device counts, an empty method list, a

@@ -1,4 +1,4 @@
-"""Never worse than the given order or the greedy solution; the policy's share fades with the budget (issue 18 item 4)."""
+"""Never worse than the given order or the greedy solution; the policy's share fades with the budget."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Exact yardsticks that scale (issue 18 item 5): the frontier DP's time limit and the CP-SAT order model."""
+"""Exact yardsticks that scale: the frontier DP's time limit and the CP-SAT order model."""
 
 import time
 

@@ -1,4 +1,4 @@
-"""Synthetic Relax networks and the REGAL policy trained on TVM's plan (issue 18, item 4).
+"""Synthetic Relax networks and the REGAL policy trained on TVM's plan.
 
 Real torch.export -> Relax imports and real TVM passes (no mocks): the generator's networks must be planned by
 TVMPlanModel exactly as TVM plans them, their order must matter, and the shipped TVM-plan policy must load

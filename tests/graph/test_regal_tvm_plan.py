@@ -1,4 +1,4 @@
-"""The memory TVM plans (StaticPlanBlockMemory), read exactly and predicted per op order (issue 18 item 1).
+"""The memory TVM plans (StaticPlanBlockMemory), read exactly and predicted per op order.
 
 Real torch.export -> Relax imports, real TVM passes; the model's prediction must equal TVM's plan byte for byte.
 """

@@ -1,4 +1,4 @@
-"""``benchmarks/knowledge/holdout.py``: which records a held-out layer's knowledge base may hold (issue 17, item 5)."""
+"""``benchmarks/knowledge/holdout.py``: which records a held-out layer's knowledge base may hold."""
 
 import importlib.util
 import json

@@ -1,4 +1,4 @@
-"""Knowledge base (issue 17, item 1): dedup, concurrent and killed writers, target filtering,
+"""Knowledge base: dedup, concurrent and killed writers, target filtering,
 corrupt and versioned shards, MetaSchedule database import, and the ``release knowledge`` CLI.
 
 Real data: committed tuning logs under benchmarks/results/logs/. Only the MetaSchedule import test

@@ -1,7 +1,7 @@
 """The knowledge base stores each workload's program, so tasks no registered name makes (model tasks,
 users' TE) can be learned from; ``tune_model(knowledge=...)`` reads the base once and writes to it.
 
-Real TVM builds and measurements of a tiny two-layer PyTorch model (issue 17: "tune-model has no knowledge
+Real TVM builds and measurements of a tiny two-layer PyTorch model ("tune-model has no knowledge
 flags"; NCHWc and model tasks "cannot be rebuilt with this key").
 """
 

@@ -1,4 +1,4 @@
-"""Transfer-tuning seeds (issue 17): another task's best traces carried into a task's knob space.
+"""Transfer-tuning seeds: another task's best traces carried into a task's knob space.
 
 Real TVM tasks and knob spaces throughout (design spaces built, configs replayed and postprocessed);
 the tuner runs answer from :mod:`replay` (real replays, recorded or synthetic run times), so the
@@ -157,7 +157,7 @@ def test_cli_knowledge_use_needs_a_knowledge_base_to_read(tmp_path):
 
 
 def test_ms_evolutionary_takes_the_same_seeds_through_its_database(matmul_task, wide_matmul):
-    """MetaSchedule given the knowledge (issue 17's fair comparison): the seeds the model-based tuners
+    """MetaSchedule given the knowledge (the fair comparison): the seeds the model-based tuners
     get are measured first and reach MetaSchedule's database (this workload's records, which its
     evolutionary search draws its initial population from) and cost model before the first generation."""
     from release.knowledge import knowledge_seeds

@@ -1,4 +1,4 @@
-"""Knowledge that travels (issue 31): records match by program and ISA class, not by the exact CPU.
+"""Knowledge that travels: records match by program and ISA class, not by the exact CPU.
 
 Logs and knowledge bases re-labelled to another CPU model of the same ISA class (what a record
 written on an Intel Xeon looks like on an AMD Zen 4 with AVX-512, and the reverse) must be used:

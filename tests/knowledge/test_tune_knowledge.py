@@ -1,4 +1,4 @@
-"""`release tune [--knowledge DIR] / --no-knowledge / --local-search` (issue 17): real runs of tiny.matmul.1.
+"""`release tune [--knowledge DIR] / --no-knowledge / --local-search`: real runs of tiny.matmul.1.
 
 Every run here points the knowledge base at a temporary folder (``--knowledge`` or ``RELEASE_KNOWLEDGE``,
 set per test by tests/conftest.py), never the user's cache.

@@ -1,4 +1,4 @@
-"""AdaTune-style early termination (issue 17, item 4): a candidate whose first repeat is far slower
+"""AdaTune-style early termination: a candidate whose first repeat is far slower
 than the task's best so far gets no more repeats; the best is always timed with all of them.
 
 Real builds and runs of ``tiny.matmul.1``; the tests assert on the number of costs recorded and on

@@ -90,7 +90,7 @@ def test_run_timeout_is_an_error_result(conv_task):
     finally:
         m.close()
     assert r.error_kind == ErrorKind.RUN_TIMEOUT
-    assert "killed after 0.001 seconds" in r.error_msg  # the limit given, not the start-up allowance (issue 19)
+    assert "killed after 0.001 seconds" in r.error_msg  # the limit given, not the start-up allowance
     assert not r.ok
 
 

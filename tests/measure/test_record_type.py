@@ -1,4 +1,4 @@
-"""One record type (issue 15, item 7): the measurer's result is the record a log stores; ``Record`` and
+"""One record type: the measurer's result is the record a log stores; ``Record`` and
 ``MeasureResult`` are one class; logs of earlier versions load unchanged."""
 
 import dataclasses

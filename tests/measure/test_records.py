@@ -1,4 +1,4 @@
-"""Tuning logs as files: what counts as a log, folders, and lines cut by a crash (issue 19, items 1-3).
+"""Tuning logs as files: what counts as a log, folders, and lines cut by a crash.
 
 These tests use records as plain JSON (no TVM): the end-to-end versions through ``release tune`` are in
 tests/test_cli.py.

@@ -1,4 +1,4 @@
-"""``benchmarks/repeat_policy.py``: the paired-timing benchmark behind the repeat policy (issue 17, item 4)."""
+"""``benchmarks/repeat_policy.py``: the paired-timing benchmark behind the repeat policy."""
 
 import importlib.util
 import os

@@ -1,4 +1,4 @@
-"""Compute-location probing samples on the trace prefix instead of replaying whole traces (issue 19, item 23).
+"""Compute-location probing samples on the trace prefix instead of replaying whole traces.
 
 A conv2d_transpose spent 95% of building its knob space in full replays, one per probed location
 (681 replays of ~0.33 s each here). Probing now replays the trace up to the location's instruction

@@ -1,4 +1,4 @@
-"""The baselines' defaults, pinned to their sources (issue 19, item 11).
+"""The baselines' defaults, pinned to their sources.
 
 Every speed claim of ReLeASE is a ratio against these baselines, so a change to any default here
 silently moves every ratio. Each value below is written as its source writes it:

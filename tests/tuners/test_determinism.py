@@ -1,5 +1,5 @@
 """Today's tuner behaviour, fixed: with the same seed every tuner measures the same configs in the
-same order (issue 15's guard for its behaviour-preserving refactor).
+same order (the guard for behaviour-preserving refactors).
 
 Measurements are replayed from a committed log of real ones (``replay.py``; configs the log does
 not hold get a fixed synthetic cost), so the sequence depends only on the tuner. The golden file

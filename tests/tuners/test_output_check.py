@@ -1,4 +1,4 @@
-"""The best config's output is checked against a reference before it is reported (issue 19 item 18)."""
+"""The best config's output is checked against a reference before it is reported."""
 
 from __future__ import annotations
 

@@ -146,7 +146,7 @@ def test_variants_by_name(matmul_task):
     assert isinstance(get_tuner("release", matmul_task, seed=0), ReleaseTuner)
     rl = get_tuner("rl", matmul_task, seed=0)
     assert isinstance(rl, RLTuner) and isinstance(rl.model_optimizer, RLOptimizer)
-    assert isinstance(rl.sampler, PassThroughSampler)  # the whole plan (None before issue 15)
+    assert isinstance(rl.sampler, PassThroughSampler)  # the whole plan (None in earlier versions)
     saas = get_tuner("sa-as", matmul_task, seed=0)
     assert isinstance(saas, SAASTuner) and isinstance(saas.sampler, AdaptiveSampler)
     assert type(saas.model_optimizer).__name__ == "SimulatedAnnealingOptimizer"

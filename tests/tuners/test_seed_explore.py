@@ -1,4 +1,4 @@
-"""Seeds that do not anchor (issue 31 item 5): while the best is still a seed's, a share of every round is random."""
+"""Seeds that do not anchor: while the best is still a seed's, a share of every round is random."""
 
 from __future__ import annotations
 

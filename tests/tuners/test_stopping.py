@@ -1,4 +1,4 @@
-"""Why a run stops short of ``n_trial`` (issue 19 items 19, 21): an exhausted space is said for every
+"""Why a run stops short of ``n_trial``: an exhausted space is said for every
 tuner, GATuner visits the whole of a small space, invalid configs are counted by reason and capped,
 symbolic shapes are refused up front."""
 

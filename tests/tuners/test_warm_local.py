@@ -1,4 +1,4 @@
-"""Tuning that starts warm and ends local (issue 17, items 2 and 3), on replayed measurements.
+"""Tuning that starts warm and ends local, on replayed measurements.
 
 Measurements come from :mod:`replay` (real TVM replays of every config; run times from the committed
 log of ``tiny.matmul.1`` or a fixed synthetic function), so every count below is deterministic. The
