@@ -178,6 +178,71 @@ class ModelBasedTuner(RandomTuner):
         if self.seeds:  # measured first, then random configs until the first fit (no epsilon share among them)
             self.trials_plan, self.eps_round = list(self.seeds), 0
 
+    @classmethod
+    def from_preset(cls, name: str, task, seed: int | None = None, **overrides) -> "ModelBasedTuner":
+        """The model-based tuner of preset ``name`` (``xgb``, ``sa-as``, ``rl``, ``release``, ``release+``:
+        :data:`release.tuners.presets.PRESETS`) for ``task``, with ``overrides`` of its recipe.
+
+        The same parts, seeds and so the same measurements as the preset's named class
+        (``XGBTuner(task, seed=s)`` and ``ModelBasedTuner.from_preset("xgb", task, seed=s)`` measure the
+        same configs in the same order); what a preset's class declares (``warm_by_default``) is read
+        off that class.
+
+        Parameters
+        ----------
+        name : str
+            The preset.
+        task : release.task.Task
+        seed : int, optional
+            The tuner's seed; its parts' seeds derive from it (:func:`release.tuners.presets.child_seed`).
+        **overrides
+            Fields of :class:`release.tuners.presets.ModelBasedConfig` (``plan_size``, ``knowledge``,
+            ``knowledge_use``, ``local_search``, ``ppo``, ``seed_explore``, ...).
+
+        Raises
+        ------
+        TunerError
+            Unknown preset or field, or a bad value.
+        """
+        from .presets import preset
+
+        return cls.from_config(task, preset(name, **overrides), seed=seed, name=name)
+
+    @classmethod
+    def from_config(cls, task, config, seed: int | None = None, name: str | None = None) -> "ModelBasedTuner":
+        """A tuner built from a recipe (:class:`release.tuners.presets.ModelBasedConfig`): its cost model,
+        model optimizer, sampler and knowledge seeds from :func:`release.tuners.presets.build_components`.
+        ``name`` (a preset's) names the tuner in logs; the recipe is :attr:`config`, what it read from a
+        knowledge base :attr:`knowledge_read`.
+
+        Raises
+        ------
+        TunerError
+            A bad recipe (see :meth:`release.tuners.presets.ModelBasedConfig.check`).
+        """
+        tuner = cls.__new__(cls)
+        tuner._build(task, config, seed)
+        if name is not None:
+            from . import TUNERS, tuner_class
+
+            tuner.name = name
+            if name in TUNERS:
+                tuner.warm_by_default = tuner_class(name).warm_by_default
+        return tuner
+
+    def _build(self, task, config, seed: int | None) -> None:
+        """Initialize from a recipe: the parts from :func:`release.tuners.presets.build_components`,
+        then :meth:`__init__` with them; :attr:`config` and :attr:`knowledge_read` set (the presets'
+        classes and :meth:`from_config` all build this way)."""
+        from .presets import build_components
+
+        cost_model, optimizer, sampler, seeds, read = build_components(task, config, seed)
+        ModelBasedTuner.__init__(self, task, cost_model, optimizer, plan_size=config.plan_size,
+                                 diversity_filter_ratio=config.diversity_filter_ratio, sampler=sampler, seed=seed,
+                                 local_search=config.local_search, seeds=seeds, seed_explore=config.seed_explore,
+                                 warm_explore=config.warm_explore)
+        self.config, self.knowledge_read = config, read
+
     @property
     def rounds(self) -> int:
         """Cost-model refits so far."""

@@ -25,7 +25,7 @@ import logging
 
 from ..errors import TunerError
 from .model_based import ModelBasedTuner
-from .presets import OPTIMIZERS, build_components, preset
+from .presets import OPTIMIZERS, preset
 from .xgb import XGBTuner
 
 logger = logging.getLogger(__name__)
@@ -135,12 +135,7 @@ class ReleaseTuner(ModelBasedTuner):
         if min_queries is not None:
             over["min_queries"] = min_queries
         cfg = preset(self.preset, **over)
-        cost_model, opt, smp, seeds, read = build_components(task, cfg, seed)
-        super().__init__(task, cost_model, opt, plan_size=plan_size, diversity_filter_ratio=diversity_filter_ratio,
-                         sampler=smp, seed=seed, local_search=local_search, seeds=seeds,
-                         seed_explore=cfg.seed_explore, warm_explore=cfg.warm_explore)
-        self.config = cfg
-        self.knowledge_read = read
+        self._build(task, cfg, seed)
         self.feature_type, self.loss_type = feature_type, loss_type
         self.log_interval = log_interval
         if warm_start is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from .model_based import ModelBasedTuner
-from .presets import OPTIMIZERS, build_components, preset
+from .presets import OPTIMIZERS, preset
 
 logger = logging.getLogger(__name__)
 
@@ -103,12 +103,7 @@ class XGBTuner(ModelBasedTuner):
                      optimizer=optimizer, sampler=sampler, diversity_filter_ratio=diversity_filter_ratio,
                      num_threads=num_threads, knowledge=knowledge, local_search=local_search,
                      knowledge_use=knowledge_use, seed_explore=seed_explore, warm_explore=warm_explore)
-        cost_model, opt, smp, seeds, read = build_components(task, cfg, seed)
-        super().__init__(task, cost_model, opt, plan_size=plan_size, diversity_filter_ratio=diversity_filter_ratio,
-                         sampler=smp, seed=seed, local_search=local_search, seeds=seeds,
-                         seed_explore=cfg.seed_explore, warm_explore=cfg.warm_explore)
-        self.config = cfg
-        self.knowledge_read = read
+        self._build(task, cfg, seed)
         self.feature_type, self.loss_type = feature_type, loss_type
         self.log_interval = log_interval  # kept for AutoTVM compatibility (logging is through `logging`)
 

@@ -107,3 +107,20 @@ def test_same_seed_measures_the_same_configs_in_the_same_order(name, replay_task
     assert got["calls"] == golden["calls"]
     assert got["best_config"] == golden["best_config"]
     assert got["trials"] == golden["trials"]
+
+
+@pytest.mark.parametrize("name", ["xgb", "sa-as", "release+"])
+def test_from_preset_measures_what_the_presets_class_measures(name, replay_task, one_torch_thread, monkeypatch):
+    """``ModelBasedTuner.from_preset(name)`` is the preset's class: the golden sequence of its class."""
+    from release.tuners.model_based import ModelBasedTuner
+
+    n_trial, kwargs = CASES[name]
+    over = {("ppo" if k == "ppo_config" else k): v for k, v in kwargs.items()}
+    meas = ReplayMeasurer(replay_task)
+    tuner = ModelBasedTuner.from_preset(name, replay_task, seed=SEED, **over)
+    assert type(tuner) is ModelBasedTuner and tuner.name == name
+    assert tuner.warm_by_default == (name == "release+") and tuner.config.plan_size == 16
+    monkeypatch.setattr("release.tuners.tuner.Measurer", lambda task, option: meas)
+    tuner.tune(n_trial, {})
+    golden = json.load(open(GOLDEN))[name]
+    assert _summary(meas, tuner) == golden
