@@ -53,7 +53,9 @@ def test_gradient_scheduler_prefers_the_heavy_task():
         def __init__(self, w):
             self.weight = w
 
-    class Tu:
+    class Tu:  # what the policy reads of a tuner (release.tuners.tuner.Tuner declares each)
+        flattened = False
+
         def __init__(self, trials, cost):
             self.trials, self.best_cost, self.best_config = trials, cost, (0,)
 
