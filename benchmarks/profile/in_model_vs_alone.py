@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -106,12 +105,8 @@ def main(argv=None) -> int:
     lines.append(f"| **all** | | **{tot['in_model_ms']:.3f}** | **{tot['alone_hot_ms']:.3f}** | "
                  f"**{tot['alone_cold_ms']:.3f}** | **{tot['logged_total_ms']:.3f}** | "
                  f"**{tot['in_model_ms'] / tot['alone_hot_ms']:.2f}** |")
-    try:
-        rev_full = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        rev_full = ""
     out = {"model": args.model, "log": args.log, "layout": args.layout, "threads": threads,
-           "machine": machine_of(tj, host_machine(tj)), "date": time.strftime("%Y-%m-%d"), "revision": rev_full,
+           "machine": machine_of(tj, host_machine(tj)), "date": time.strftime("%Y-%m-%d"), "revision": rev or "",
            "end_to_end_kernels_ms": prof["total_ms"], "rows": rows, "totals": tot}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "in_model_vs_alone.json"), "w") as f:
