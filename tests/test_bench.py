@@ -40,7 +40,7 @@ def test_a_run_that_never_reaches_is_censored_not_dropped():
     cfg = bench.BenchConfig(tier="t", workloads=["w"], tuners=["x"], seeds=[0, 1], n_trial=6)
     rows = {"w": {"x": [{**bench.compare(base, never), "seed": 0},
                         {**bench.compare(base, curve([6], [3])), "seed": 1}]}}
-    e = bench._summary(cfg, rows, lambda r: r)["x"]
+    e = bench.summarize(cfg, rows, lambda r: r)["x"]
     assert e["reached"] == [1, 2]
     assert e["time_speedup"]["geomean"] == pytest.approx(math.sqrt(1.5 * 2.0))
     assert "| x | <= 1.73" in "\n".join(bench._summary_table({"x": e}))
@@ -133,7 +133,7 @@ def test_summary_counts_every_run_and_names_exclusions():
     row = {"time_speedup": 2.0, "round_speedup": 1.0, "measure_ratio": 1.0, "reached": True, "search_share": 0.1}
     per_task = {"tiny.matmul.1": {"random": [dict(row, best_ratio_at_equal_n=1.5)],  # seed 1 has no log
                                   "grid": [dict(row, best_ratio_at_equal_n=0.0), dict(row, best_ratio_at_equal_n=1.5)]}}
-    s = bench._summary(cfg, per_task, lambda r: r)
+    s = bench.summarize(cfg, per_task, lambda r: r)
     assert s["random"]["time_speedup"]["runs"] == [1, 2]
     assert "1 without records" in s["random"]["time_speedup"]["excluded"]
     assert s["grid"]["best_ratio_at_equal_n"]["runs"] == [1, 2]
@@ -193,9 +193,55 @@ def test_results_name_their_date_and_code_revision():
     m = bench.machine()
     assert m["date"] == datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     assert re.fullmatch(r"[\w.+-]+@([0-9a-f]{12}|no-git)", m["release"]), m["release"]
-    from release import bench_model
+    from release.bench import model_tier
 
-    text = bench_model.markdown({"config": {"tier": "model", "tuners": ["random"], "seeds": [0], "n_trial": {},
+    text = model_tier.markdown({"config": {"tier": "model", "tuners": ["random"], "seeds": [0], "n_trial": {},
                                             "checkpoints": 4, "models": []},
                                  "command": "c", "machine": m, "threads": 2, "models": {}})
     assert f"{m['date']}, release {m['release']}" in text
+
+
+# names of the benchmark modules before they became the package release.bench
+OPERATOR_NAMES = ("BASELINE", "DEFAULT_OUT", "TIERS", "BenchConfig", "log_path", "run", "remeasure", "report",
+                  "markdown", "plot", "write_results", "machine", "code_label", "continued_rounds", "Curve", "compare",
+                  "geomean", "bootstrap_geomean", "torch_reference", "torch_reference_gflops", "_measure_option",
+                  "_summary", "_summary_table", "_fmt", "_ref_cell", "_provenance_line", "_threads_line", "_nan_json")
+MODEL_NAMES = ("MS", "WARM", "REFERENCES", "MODEL_TIERS", "ModelBenchConfig", "split_tuner", "parse_trials", "log_path",
+               "WallClock", "run", "checkpoint_trials", "checkpoints", "references", "time_to_reach", "ratio_table",
+               "report", "markdown", "plot", "time_model", "_read_jsonl", "_ms_done", "_wall_at", "_our_database",
+               "_ms_database", "_onnxruntime", "_f", "_ref_text")
+
+
+def test_both_tiers_share_one_base_class_and_the_earlier_names_still_import():
+    """`release.bench` is a package: both tiers are subclasses of `Tier`; its module functions are the
+    operator tier's; `release.bench_model` re-exports the model tier's objects themselves."""
+    from release import bench_model
+    from release.bench import model_tier, operator_tier
+
+    assert issubclass(bench.OperatorTier, bench.Tier) and issubclass(bench.ModelTier, bench.Tier)
+    assert bench.report is operator_tier.report and bench.markdown is operator_tier.markdown
+    assert [n for n in OPERATOR_NAMES if not hasattr(bench, n)] == []
+    assert [n for n in MODEL_NAMES if not hasattr(bench_model, n)] == []
+    for n in ("ModelBenchConfig", "WallClock", "run", "report", "markdown", "plot", "log_path", "checkpoints"):
+        assert getattr(bench_model, n) is getattr(model_tier, n), n
+    cfg = bench.BenchConfig.from_tier("smoke")
+    assert bench.OperatorTier(cfg).log_path("tiny.matmul.1", "grid", 0) == bench.log_path(cfg, "tiny.matmul.1", "grid", 0)
+
+
+def test_shared_table_helpers():
+    """One formatter, one reference cell and one threads line serve both tiers."""
+    from release.bench import reporting
+
+    assert reporting.fmt(None) == "n/a" and reporting.fmt(float("inf")) == "n/a" and reporting.fmt(1.234, 1) == "1.2"
+    assert reporting.reference_cell(12.345) == "12.35"
+    assert reporting.reference_cell(1.5, 3, " ms", unreliable=True, note="busy") == "1.500 ms (UNRELIABLE: busy)"
+    assert reporting.reference_cell(None, error="no torch") == "not timed: no torch"
+    assert reporting.threads_line(4) == "Threads: every TVM timing, tuning measurement and reference on 4"
+    assert reporting.threads_line(None).startswith("Threads: not recorded")
+    line = reporting.threads_line({"logged": [0, 2], "remeasured": 2, "pytorch": 2, "search": 1})
+    assert line.startswith("Threads: logged measurements 1 (TVM's default") and "PyTorch reference 2" in line
+    head = {"config": {"tier": "t"}, "command": "c", "machine": {"cpu": "x", "cores": 2, "versions": {"torch": "2"}}}
+    assert bench.ModelTier.header(head)[0] == "# Benchmark `t` (whole models)"
+    assert bench.ModelTier.header(head)[-1] == ("Machine: x, 2 cores, TVM None, PyTorch 2; date not recorded, "
+                                                "release revision not recorded  ")
+    assert bench.OperatorTier.header(head)[:3] == ["# Benchmark `t`", "", "Command: `c`  "]

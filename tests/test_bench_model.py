@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-from release import bench_model as BM
+from release.bench import model_tier as BM
+from release.bench.config import MS, ModelBenchConfig, parse_trials, split_tuner
+from release.bench.metrics import checkpoint_trials, ratio_table, time_to_reach
 from release.errors import TunerError
 
 
@@ -20,46 +22,46 @@ def pts(*pairs):
 def test_time_to_reach_the_others_final_latency():
     fast = pts((10, 5.0), (20, 3.0), (30, 2.0))  # final 2.0 ms after 30 s
     slow = pts((40, 6.0), (80, 3.0), (120, 2.5))  # final 2.5 ms after 120 s
-    r = BM.ratio_table({"a": fast, "b": slow})
+    r = ratio_table({"a": fast, "b": slow})
     assert r["a"]["b"]["reach_s"] == 30.0  # the first checkpoint at or below 2.5 ms
     assert r["a"]["b"]["speedup"] == pytest.approx(120 / 30)
     assert r["b"]["a"]["reached"] is False and math.isnan(r["b"]["a"]["speedup"])  # never at 2.0 ms
-    assert BM.time_to_reach(fast, 3.0) == 20.0  # "at or below": equal counts
+    assert time_to_reach(fast, 3.0) == 20.0  # "at or below": equal counts
 
 
 def test_checkpoints_are_fractions_of_the_budget():
-    assert BM.checkpoint_trials(2000, 4) == [500, 1000, 1500, 2000]
-    assert BM.checkpoint_trials(3, 4) == [1, 2, 3]  # distinct, the last the budget
+    assert checkpoint_trials(2000, 4) == [500, 1000, 1500, 2000]
+    assert checkpoint_trials(3, 4) == [1, 2, 3]  # distinct, the last the budget
 
 
 def test_budget_flags_per_model_and_bad_values():
-    cfg = BM.ModelBenchConfig.from_tier("model", n_trial={"resnet18": 3000}, models=["resnet18", "bert-base-layer"])
+    cfg = ModelBenchConfig.from_tier("model", n_trial={"resnet18": 3000}, models=["resnet18", "bert-base-layer"])
     assert cfg.n_trial == {"resnet18": 3000, "bert-base-layer": 1000}
-    assert BM.ModelBenchConfig.from_tier("model", n_trial=64).n_trial["mobilenet_v2"] == 64
-    assert BM.parse_trials("resnet18=10,tiny-cnn=4") == {"resnet18": 10, "tiny-cnn": 4}
+    assert ModelBenchConfig.from_tier("model", n_trial=64).n_trial["mobilenet_v2"] == 64
+    assert parse_trials("resnet18=10,tiny-cnn=4") == {"resnet18": 10, "tiny-cnn": 4}
     with pytest.raises(TunerError, match="'ten'"):
-        BM.parse_trials("ten")
+        parse_trials("ten")
     with pytest.raises(TunerError, match="resnet19"):
-        BM.ModelBenchConfig.from_tier("model", models=["resnet19"])
+        ModelBenchConfig.from_tier("model", models=["resnet19"])
     with pytest.raises(TunerError, match="tensorrt"):
-        BM.ModelBenchConfig.from_tier("model", references=["tensorrt"])
+        ModelBenchConfig.from_tier("model", references=["tensorrt"])
     with pytest.raises(TunerError, match="'nope'"):
-        BM.ModelBenchConfig.from_tier("model", tuners=["nope"])
+        ModelBenchConfig.from_tier("model", tuners=["nope"])
 
 
 def test_the_model_tier_tunes_nchwc_and_keeps_its_logs_apart():
     """The model tier compares tuners on the space that beats PyTorch (NCHWc); logs of another
     layout never resume an NCHW run's."""
-    cfg = BM.ModelBenchConfig.from_tier("model")
-    assert cfg.layout == "NCHWc" and BM.ModelBenchConfig.from_tier("model-smoke").layout == "NCHW"
+    cfg = ModelBenchConfig.from_tier("model")
+    assert cfg.layout == "NCHWc" and ModelBenchConfig.from_tier("model-smoke").layout == "NCHW"
     assert BM.log_path(cfg, "resnet18", "xgb", 0).endswith("resnet18.xgb.s0.NCHWc.jsonl")
-    assert BM.log_path(cfg, "resnet18", BM.MS, 0).endswith("resnet18.ms.s0.NCHWc")
-    nchw = BM.ModelBenchConfig.from_tier("model", layout="NCHW")
+    assert BM.log_path(cfg, "resnet18", MS, 0).endswith("resnet18.ms.s0.NCHWc")
+    nchw = ModelBenchConfig.from_tier("model", layout="NCHW")
     assert BM.log_path(nchw, "resnet18", "xgb", 0).endswith("resnet18.xgb.s0.jsonl")
     from release.errors import ModelError
 
     with pytest.raises((TunerError, ModelError), match="NHCW"):
-        BM.ModelBenchConfig.from_tier("model", layout="NHCW")
+        ModelBenchConfig.from_tier("model", layout="NHCW")
 
 
 @pytest.mark.slow
@@ -156,17 +158,17 @@ def test_warm_runs_need_a_model_based_tuner_and_a_knowledge_base(tmp_path):
     tuner without a cost model, and a base that no run reads is refused too (it would be silently unused)."""
     kb = tmp_path / "kb"
     kb.mkdir()
-    cfg = BM.ModelBenchConfig.from_tier("model", tuners=["release+", "release+:warm"], knowledge=str(kb))
-    assert BM.split_tuner("release+:warm") == ("release+", True) and BM.split_tuner("xgb") == ("xgb", False)
+    cfg = ModelBenchConfig.from_tier("model", tuners=["release+", "release+:warm"], knowledge=str(kb))
+    assert split_tuner("release+:warm") == ("release+", True) and split_tuner("xgb") == ("xgb", False)
     assert BM.log_path(cfg, "resnet18", "release+:warm", 0).endswith("resnet18.release+-warm.s0.NCHWc.jsonl")
     with pytest.raises(TunerError, match="give --knowledge DIR"):
-        BM.ModelBenchConfig.from_tier("model", tuners=["release+:warm"])
+        ModelBenchConfig.from_tier("model", tuners=["release+:warm"])
     with pytest.raises(TunerError, match="give --knowledge DIR"):
-        BM.ModelBenchConfig.from_tier("model", tuners=["release+:warm"], knowledge=str(tmp_path / "missing"))
+        ModelBenchConfig.from_tier("model", tuners=["release+:warm"], knowledge=str(tmp_path / "missing"))
     with pytest.raises(TunerError, match="only model-based tuners"):
-        BM.ModelBenchConfig.from_tier("model", tuners=["random:warm"], knowledge=str(kb))
+        ModelBenchConfig.from_tier("model", tuners=["random:warm"], knowledge=str(kb))
     with pytest.raises(TunerError, match="read only by warm runs"):
-        BM.ModelBenchConfig.from_tier("model", tuners=["xgb"], knowledge=str(kb))
+        ModelBenchConfig.from_tier("model", tuners=["xgb"], knowledge=str(kb))
 
 
 @pytest.mark.slow

@@ -11,12 +11,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_default_out_and_logs_are_under_runs_not_benchmarks_results():
-    from release import bench, bench_model
+    from release import bench
 
     for tier in ("smoke", "quick"):
         cfg = bench.BenchConfig.from_tier(tier)
         assert cfg.out == os.path.join("runs", "bench", tier) and cfg.logs == os.path.join("runs", "bench", "logs")
-    cfg = bench_model.ModelBenchConfig.from_tier("model-smoke")
+    cfg = bench.ModelBenchConfig.from_tier("model-smoke")
     assert cfg.out == os.path.join("runs", "bench", "model-smoke") and cfg.logs.startswith(cfg.out)
     given = bench.BenchConfig.from_tier("smoke", out="elsewhere")  # --out alone keeps its logs beside it
     assert given.logs == os.path.join("elsewhere", "logs")
