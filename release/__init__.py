@@ -30,8 +30,8 @@ _LAZY = {
     "ReleaseSearchStrategy": "release.strategy",
     "TuningSession": "release.session",
     "TaskScheduler": "release.scheduler",
-    "load_model": "release.model",
-    "tune_model": "release.model",
+    "load_model": "release.relax.frontend",
+    "tune_model": "release.relax.tune",
 }
 
 

@@ -153,7 +153,7 @@ def profile_tvm(executable, inputs, runs: int = 10) -> dict:
     Parameters
     ----------
     executable : tvm.runtime.Executable
-        A compiled model (``release.model.compile_model``).
+        A compiled model (``release.relax.compile_model``).
     inputs : list of ndarray
         ``main``'s arguments.
     runs : int
@@ -297,7 +297,7 @@ __all__ = ["KINDS", "tvm_kind", "ort_kind", "profile_tvm", "profile_ort", "gap_t
 
 def _ort_latency_ms(onnx_path: str, inputs, threads: int, number: int = 10, repeat: int = 5) -> float:
     """ONNX Runtime's end-to-end latency without its profiler: the fastest of ``repeat`` means of ``number``
-    runs after a warm-up (the statistic of :func:`release.model.evaluate`'s ``fastest_ms``)."""
+    runs after a warm-up (the statistic of :func:`release.relax.evaluate`'s ``fastest_ms``)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -336,7 +336,7 @@ def _onnx_file(model, folder: str) -> str:
 
 def cmd_profile(args) -> int:
     """``release profile``: see the module docstring."""
-    from . import model as M
+    from . import relax as M
     from .commands import check_model_arg
     from .errors import ReleaseError
     from .target import resolve_target

@@ -10,7 +10,7 @@ driver                           how it uses the session
                                  :meth:`TuningSession.run` (ask -> measure -> tell)
 ``ReleaseSearchStrategy``        ``generate_measure_candidates`` asks, ``notify_runner_results``
 (MetaSchedule)                   tells; records already in the database are told first
-``release.model.tune_model``     a task scheduler over sessions that share one measure option
+``release.relax.tune_model``     a task scheduler over sessions that share one measure option
                                  and one log, read once at start; each chunk is one ``run``
 Ray worker                       ``Tuner.tune`` on the worker (one session per Ray task)
 ===============================  =============================================================

@@ -449,9 +449,10 @@ def ensure_tensor_intrinsics(target=None) -> None:
       rebuilds from JSON); the knob space, the program features and ``MSEvolutionaryTuner`` hold a task;
     - build workers: ``release.measure._worker.init_worker``, the initializer of
       :class:`release.measure.LocalBuilder`'s worker pool and of :func:`release.strategy.fast_builder`'s;
-    - Relax model entry points that use MetaSchedule without a task: ``release.model.prepare``,
-      ``compile_model``, ``tune_with_metaschedule``; and :func:`release.strategy.fast_builder`
-      (``tune_tir`` / ``tune_relax`` users call it before MetaSchedule's ``TuneContext`` imports).
+    - Relax model entry points that use MetaSchedule without a task: ``release.relax.extract.prepare``,
+      ``release.relax.compile.compile_model``, ``release.relax.tune.tune_with_metaschedule``; and
+      :func:`release.strategy.fast_builder` (``tune_tir`` / ``tune_relax`` users call it before
+      MetaSchedule's ``TuneContext`` imports).
 
     ``tests/test_architecture.py`` asserts that the calls in ``release/`` are exactly these.
 

@@ -38,7 +38,7 @@ def _normalize_mod(func_or_mod):
         if len(funcs) != 1 or len(func_or_mod.functions) != 1:
             raise WorkloadError(
                 f"an IRModule task must hold exactly one PrimFunc, got {len(func_or_mod.functions)} functions; "
-                "extract operator tasks from a Relax model with release.model instead"
+                "extract operator tasks from a Relax model with release.relax instead"
             )
         gv = funcs[0]
         if gv.name_hint != "main":

@@ -18,7 +18,7 @@ MetaSchedule's current database). AutoTVM names that cannot exist without Relay 
 templates (``autotvm.template``, ``autotvm.task.extract_from_program``, ``register_topi_compute``,
 dispatch contexts, the graph tuner, ...) raise :class:`release.errors.AliasError` naming what to
 use instead (tasks come from workloads, TE, PrimFuncs or a Relax model's
-``release.model.extract_tasks``).
+``release.relax.extract_tasks``).
 
 Aliased modules: ``tvm.autotvm`` -> ``release.autotvm``, and ``tvm.autotvm.tuner``, ``.task``,
 ``.callback``, ``.measure``, ``.record`` -> the same submodules of ``release.autotvm``.
@@ -59,7 +59,7 @@ RELAY_ONLY = {
 
 _ADVICE = ("ReLeASE's drop-in is at the tuner level: make a task with autotvm.task.create(workload name, TE "
            "tensors, PrimFunc or IRModule, target=...) or take a Relax model's tasks from "
-           "release.model.extract_tasks, then tune it with autotvm.tuner.ReleaseTuner(task) or XGBTuner(task)")
+           "release.relax.extract_tasks, then tune it with autotvm.tuner.ReleaseTuner(task) or XGBTuner(task)")
 
 
 class _Alias(types.ModuleType):

@@ -230,7 +230,7 @@ def _blocked_window(data, r: int, s: int, stride, padding, dilation):
 def conv2d_nchwc_compute(data, kernel, stride=1, padding=0, dilation=1, out_dtype: str | None = None):
     """The channel-blocked conv2d of :func:`conv2d_nchwc_te` on given TE tensors (any shapes, strides,
     paddings, dilations): the compute that both operator tasks and blocked convolutions inside
-    models (:func:`release.model.blocked_conv2d_legalize`) are tuned on.
+    models (:func:`release.relax.blocked_conv2d_legalize`) are tuned on.
 
     Parameters
     ----------
@@ -279,7 +279,7 @@ def depthwise_conv2d_nchwc_compute(data, kernel, stride=1, padding=0, dilation=1
     """A channel-blocked depthwise conv2d (channel multiplier 1) on given TE tensors: AutoTVM's x86
     ``depthwise_conv2d_NCHWc`` layout (``topi.nn.depthwise_conv2d_NCHWc``, whose compute TVM 0.27 no
     longer registers), the form MobileNets' depthwise convolutions take inside blocked models
-    (:func:`release.model.blocked_conv2d_legalize`), so they need no layout transform around them.
+    (:func:`release.relax.blocked_conv2d_legalize`), so they need no layout transform around them.
 
     Parameters
     ----------

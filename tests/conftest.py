@@ -63,10 +63,10 @@ def one_torch_thread():
 @pytest.fixture(scope="session")
 def two_layer_model():
     """A tiny PyTorch model (conv2d 3->8 on 6x6 + ReLU, then a 288->5 linear layer), imported to Relax
-    (``release.model.from_pytorch``), seed 0: whole-model tuning on real builds in seconds."""
+    (``release.relax.from_pytorch``), seed 0: whole-model tuning on real builds in seconds."""
     import torch
 
-    from release import model as M
+    from release import relax as M
 
     class TwoLayers(torch.nn.Module):
         def __init__(self):

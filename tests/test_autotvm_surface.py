@@ -39,13 +39,15 @@ def test_apply_history_best_is_a_context_and_an_object(tmp_path, task):
     assert ms.Database.current() is None
     with autotvm.apply_history_best(log) as ctx:
         assert autotvm.ApplyHistoryBest.current() is ctx
+        outer_db = ms.Database.current()
         sch = compile_tir(ms.Database.current(), task.mod, task.target)  # TVM's own call finds the best
         want = task.config_space.apply(task.config_space.get(1)).trace
         assert str(sch.trace) == str(want)
         lib = ctx.build(task)
         with autotvm.apply_history_best(log) as inner:  # nested: the innermost answers, then the outer again
             assert autotvm.ApplyHistoryBest.current() is inner
-        assert autotvm.ApplyHistoryBest.current() is ctx and ms.Database.current() is not None
+            assert not ms.Database.current().same_as(outer_db)  # the inner context's own database
+        assert autotvm.ApplyHistoryBest.current() is ctx and ms.Database.current().same_as(outer_db)
     assert ms.Database.current() is None and autotvm.ApplyHistoryBest.current() is None
     assert task.check(lib) < 1e-3  # the tuned kernel computes the reference
     other = autotvm.task.create("tiny.conv2d.1", target="llvm")  # not in the log
@@ -86,7 +88,8 @@ def test_builders_and_runners_take_autotvms_arguments():
     assert (runner.timeout, runner.number, runner.repeat, runner.min_repeat_ms) == (5, 4, 2, 100)
     opt = autotvm.measure_option(builder=autotvm.LocalBuilder(timeout=20, n_parallel=1, do_fork=True),
                                  runner=autotvm.LocalRunner(number=2, repeat=1, min_repeat_ms=0, timeout=4))
-    assert opt["builder"].n_parallel == 1 and opt["runner"].number == 2
+    assert (opt["builder"].n_parallel, opt["builder"].timeout) == (1, 20)
+    assert (opt["runner"].number, opt["runner"].repeat, opt["runner"].min_repeat_ms, opt["runner"].timeout) == (2, 1, 0, 4)
     opt["builder"].close()
     for make, what in [(lambda: autotvm.LocalBuilder(build_func="ndk"), "build_func"),
                        (lambda: autotvm.LocalBuilder(runtime=object()), "runtime"),
@@ -121,7 +124,7 @@ def test_the_context_serves_a_relax_build(tmp_path):
     import torch
     from tvm.s_tir import meta_schedule as ms
 
-    from release import model as M
+    from release import relax as M
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()

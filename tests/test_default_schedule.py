@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from release import model as M
+from release import relax as M
 from release.commands import tuned_or_untuned
 from release.measure import apply_history_best, load_records
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from release import model as M
+from release import relax as M
 from release.errors import ModelError, TunerError
 from release.measure import apply_history_best, load_records
 
@@ -178,7 +178,7 @@ def test_knobless_functions_get_metaschedules_schedule_tunable_ones_do_not():
     assert tasks and all("transpose" not in t.name for t in tasks)  # the transpose has no knob: not a task
     mod = relax.transform.BindParams("main", model.params)(model.mod)
     with target, tvm.transform.PassContext(opt_level=3):
-        fused = tvm.transform.Sequential(M._fuse_passes(target, True))(mod)
+        fused = tvm.transform.Sequential(M.layout._fuse_passes(target, True))(mod)
         done = M.schedule_knobless(fused, target)
     funcs = {gv.name_hint: f for gv, f in done.functions_items() if isinstance(f, tirx.PrimFunc)}
     before = {gv.name_hint: f for gv, f in fused.functions_items() if isinstance(f, tirx.PrimFunc)}

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from release import model as M
+from release import relax as M
 from release.errors import ModelError
 
 
@@ -208,7 +208,7 @@ def test_blocked_layout_on_a_model_convertlayout_cannot_take(conv, caplog):
 
     x = torch.randn(1, 3, 4, 4) if conv else torch.randn(1, 16, 16)
     m = M.from_pytorch(_ConvAttention(conv), [x], name="convattn")
-    with caplog.at_level(logging.WARNING, logger="release.model"):
+    with caplog.at_level(logging.WARNING, logger="release.relax"):
         tasks = M.extract_tasks(m, "llvm", layout="NCHWc", prepack=False)
     assert tasks and not any("NCHWc" in t.name for t in tasks)
     assert any("conv2d" in t.name for t in tasks) == conv

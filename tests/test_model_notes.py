@@ -59,13 +59,13 @@ def _weights_as_inputs_onnx(path):
 
 
 def test_the_weights_are_inputs_note_comes_once(tmp_path, caplog):
-    from release import model as M
+    from release import relax as M
     from release.notes import forget
 
     forget()  # another test of this process may have said it
     model = M.load_model(_weights_as_inputs_onnx(tmp_path / "net.onnx"))
     assert not model.params
-    with caplog.at_level(logging.WARNING, logger="release.model"):
+    with caplog.at_level(logging.WARNING, logger="release.relax"):
         M.extract_tasks(model, "llvm")
         M.compile_model(model, "llvm")
         M.compile_model(model, "llvm")

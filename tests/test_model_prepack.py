@@ -18,7 +18,7 @@ class _ConvDense(torch.nn.Module):
 
 
 def test_prepacked_model_tuned_compiled_and_matches_pytorch(tmp_path, fast_measure):
-    from release import model as M
+    from release import relax as M
     from release.measure import apply_history_best
 
     m = M.from_pytorch(_ConvDense(), [torch.randn(1, 8, 8, 8)], name="convdense")

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from release import model as M
+from release import relax as M
 
 
 def task(key, weight, flop):

@@ -24,7 +24,7 @@ import pytest
 import torch
 from torch import nn
 
-from release import model as M
+from release import relax as M
 
 #: ``tune-model --layout`` values: ``auto`` (NCHWc on a CPU), as imported, blocked to the target's
 #: vector lanes, and an explicit block

@@ -19,9 +19,9 @@ RELEASE = os.path.join(REPO, "release")
 ENTRY_POINTS = {
     "release.task.Task.__init__",
     "release.measure._worker.init_worker",
-    "release.model.prepare",
-    "release.model.compile_model",
-    "release.model.tune_with_metaschedule",
+    "release.relax.extract.prepare",
+    "release.relax.compile.compile_model",
+    "release.relax.tune.tune_with_metaschedule",
     "release.strategy.fast_builder",
 }
 

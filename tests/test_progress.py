@@ -78,7 +78,7 @@ def test_tune_model_says_each_trial_in_plain_lines(tmp_path, capsys):
     """``tune_model`` (``release tune-model``, the model tiers of ``bench``) advances per measured trial, not
     per chunk of a task: a plain line for each of 3 trials (every_n = 1 at this budget)."""
     from release import create_task
-    from release import model as M
+    from release import relax as M
     from release.measure import LocalBuilder, LocalRunner, measure_option
 
     opt = measure_option(LocalBuilder(n_parallel=1), LocalRunner(number=1, repeat=1, cooldown_interval=0.0))

@@ -618,8 +618,9 @@ def cmd_model(args) -> int:
     import tvm
     from tvm import relax
 
-    from release import model as M
+    from release import relax as M
     from release.measure import LocalBuilder, LocalRunner, apply_history_best, measure_option
+    from release.relax.evaluate import _flatten
 
     out: dict = {"model": args.model, "tuner": args.tuner, "n_trial": args.trials}
     path = os.path.join(args.out, "model.json")
@@ -646,7 +647,7 @@ def cmd_model(args) -> int:
     ex = M.compile_model(model, args.target, apply_history_best(lp).database(tasks))
     vm = relax.VirtualMachine(ex, dev)
     xs = [tvm.runtime.tensor(x, dev) for x in model.inputs]
-    got = M._flatten(vm["main"](*xs))
+    got = _flatten(vm["main"](*xs))
     ref = model.reference()
     out["max_abs_err"] = max(float(np.max(np.abs(g - r))) for g, r in zip(got, ref))
     t = vm.time_evaluator("main", dev, number=20, repeat=5)(*xs)

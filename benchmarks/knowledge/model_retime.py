@@ -31,8 +31,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args(argv)
 
-    from release import model as M
-    from release.bench_model import ModelBenchConfig, _our_database, log_path, time_model
+    from release import relax as M
+    from release.bench import ModelBenchConfig, time_model
+    from release.bench.model_tier import _our_database, log_path
     from release.target import resolve_target
     from release.threads import thread_count, use_threads
 

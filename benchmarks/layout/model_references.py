@@ -1,4 +1,4 @@
-"""The model tier's reference lines for one model (``release.bench_model.references``: PyTorch eager,
+"""The model tier's reference lines for one model (``release.bench.model_timing.references``: PyTorch eager,
 torch.compile, ONNX Runtime, TVM untuned; target's threads, warm-up, fastest of repeats, reliability
 flags), printed as JSON. ONNX Runtime needs ``pip install 'onnxruntime==1.32.0'`` (the ``bench`` extra).
 
@@ -7,7 +7,8 @@ Usage: RELEASE_TIMING_PRIORITY=realtime .venv/bin/python benchmarks/layout/model
 import json
 import sys
 
-from release.bench_model import ModelBenchConfig, references
+from release.bench import ModelBenchConfig
+from release.bench.model_timing import references
 from release.threads import timing_priority
 
 name = sys.argv[1] if len(sys.argv) > 1 else "resnet18"

@@ -1,7 +1,7 @@
 """Time exported tuned models (``release tune-model``'s ``<log>.so``) and PyTorch eager side by side.
 
-5 interleaved rounds; per round each library's fastest of 5 means of 10 runs (``release.model.evaluate``,
-output checked against PyTorch in the first round) and PyTorch eager (``release.model.torch_reference``),
+5 interleaved rounds; per round each library's fastest of 5 means of 10 runs (``release.relax.evaluate``,
+output checked against PyTorch in the first round) and PyTorch eager (``release.relax.torch_reference``),
 all on 2 threads in this process; prints the fastest and the median over rounds (ms) as JSON.
 With ``RELEASE_TIMING_PRIORITY=realtime`` everything is timed at real-time priority
 (``release.threads.timing_priority``), for a machine shared with other work.
@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import tvm
 
-from release import model as M
+from release import relax as M
 from release.threads import timing_priority, use_threads
 
 prio = timing_priority()

@@ -42,7 +42,7 @@ def main(argv=None) -> int:
 
     import numpy as np
 
-    from release import model as M
+    from release import relax as M
     from release.measure import LocalBuilder, LocalRunner, apply_history_best, load_records, measure_option
     from release.measure.measure import Measurer
     from release.measure.result import provenance

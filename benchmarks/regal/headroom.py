@@ -25,7 +25,7 @@ Per graph and objective:
 Graphs: synthetic layered DAGs (``random_layered_graph``, width 8) at 50 to 2,000 nodes; the built-in models
 (``model:NAME``, fused as ``tvm.compile`` fuses them); skip-heavy models: the built-in Inception blocks and RandWire
 graphs, plus a U-Net and a DenseNet-121-like stack defined here and imported through the same importer
-(``release.model.load_model`` -> ``cli.load_model_graph``).
+(``release.relax.load_model`` -> ``cli.load_model_graph``).
 
 Usage: ``.venv/bin/python benchmarks/regal/headroom.py [--quick] [--out DIR]`` -> ``DIR/results.json`` and
 ``DIR/table.md``, rewritten after every graph (default ``runs/regal/headroom``, git-ignored; the committed run:
@@ -166,7 +166,7 @@ def load(spec, name):
     if spec.startswith("model:"):
         g, mod = load_model_graph(spec, True)
     else:
-        from release.model import load_model
+        from release.relax import load_model
 
         g, mod = load_model_graph(load_model(*built_module(spec.split(":", 1)[1])), True)
         g.name = name

@@ -1,6 +1,6 @@
 """The memory TVM plans on real-size graphs: the plan model against TVM, and what reordering gains.
 
-For each full-size model (fused as ``tvm.compile`` fuses it; imported through ``release.model.from_pytorch``):
+For each full-size model (fused as ``tvm.compile`` fuses it; imported through ``release.relax.from_pytorch``):
 
 1. validation: ``K`` random topological orders; for each, the bytes :class:`TVMPlanModel` predicts and the bytes
    TVM plans for the reordered module (``StaticPlanBlockMemory`` run by TVM, read exactly from the planned IR);

@@ -18,7 +18,7 @@ import time
 
 
 def main(argv=None) -> int:
-    from release import model as M
+    from release import relax as M
     from release.distributed.ray_tune import tune_model_ray
 
     p = argparse.ArgumentParser(prog="python -m release.distributed.scaling", description=__doc__.splitlines()[0])

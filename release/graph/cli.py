@@ -9,8 +9,8 @@ and writes the best solution of every method (device per node, op order, times) 
 ``release regal export --graph ... --out graph.json`` writes the graph itself as JSON.
 
 ``release regal apply --graph MODEL.onnx|model:NAME --out DIR`` reorders the model's Relax module so TVM plans
-less memory. An ONNX file goes through ``tune-model``'s importer (:func:`release.model.from_onnx`); from Python,
-:func:`load_model_graph` also takes a :class:`release.model.Model` (``release.model.load_model(module, inputs)``
+less memory. An ONNX file goes through ``tune-model``'s importer (:func:`release.relax.from_onnx`); from Python,
+:func:`load_model_graph` also takes a :class:`release.relax.Model` (``release.relax.load_model(module, inputs)``
 for a PyTorch module).
 
 Heavy imports (TVM, PyTorch) happen only for model graphs.
@@ -45,14 +45,14 @@ METHOD_CHOICES = ("brkga", "tuned-brkga", "regal", "random", "local", "greedy", 
 def load_graph(spec, nodes: int = 30, width: int = 4, gflops: float = 50.0, latencies: str | None = None,
                fused: bool = False):
     """Resolve ``PATH`` (graph JSON), ``MODEL.onnx``, ``synthetic:SEED``, ``model:NAME`` or a
-    :class:`release.model.Model` to a ComputationGraph.
+    :class:`release.relax.Model` to a ComputationGraph.
 
     Raises
     ------
     GraphError
         For a missing file, a bad seed or an unknown model name.
     ModelError
-        An ONNX file that does not import (:func:`release.model.from_onnx`).
+        An ONNX file that does not import (:func:`release.relax.from_onnx`).
     """
     from .graph import ComputationGraph
 
@@ -78,9 +78,9 @@ def load_model_graph(spec, fused: bool = True, gflops: float = 50.0, latencies: 
 
     Parameters
     ----------
-    spec : str or release.model.Model
+    spec : str or release.relax.Model
         ``model:NAME[@BATCH]`` (:mod:`release.graph.models`), an ONNX file ``PATH.onnx``, or a model
-        already imported with ``tune-model``'s importers (:func:`release.model.load_model`: a PyTorch
+        already imported with ``tune-model``'s importers (:func:`release.relax.load_model`: a PyTorch
         module with example inputs, an ONNX file, a built-in name), weights bound as constants.
     fused : bool
         Import after TVM's fusion passes (:func:`release.graph.relax_import.fuse_like_tvm`: one node per
@@ -96,13 +96,13 @@ def load_model_graph(spec, fused: bool = True, gflops: float = 50.0, latencies: 
     from .relax_import import CostConfig, from_relax
 
     if not isinstance(spec, str) or spec.endswith(".onnx"):
-        from ..model import Model, from_onnx
+        from ..relax import Model, from_onnx
         from .relax_import import bound_module, fuse_like_tvm
 
         model = spec if isinstance(spec, Model) else from_onnx(spec) if isinstance(spec, str) else None
         if model is None:
-            raise GraphError(f"cannot import a graph from a {type(spec).__name__}; give a release.model.Model "
-                             "(release.model.load_model(module, example_inputs)), an .onnx path or model:NAME")
+            raise GraphError(f"cannot import a graph from a {type(spec).__name__}; give a release.relax.Model "
+                             "(release.relax.load_model(module, example_inputs)), an .onnx path or model:NAME")
         mod = bound_module(model)
         mod = fuse_like_tvm(mod) if fused else mod
         name = os.path.splitext(model.name)[0]
@@ -445,7 +445,7 @@ def _apply(args) -> int:
                          "greedy or given")
     spec = args.graph
     if spec.endswith(".onnx"):  # imported before --out is made: a file that does not import writes nothing
-        from ..model import from_onnx
+        from ..relax import from_onnx
 
         spec = from_onnx(spec)
     out_dir = Path(args.out)

@@ -329,7 +329,7 @@ def fuse_like_tvm(mod, target=None):
 
 
 def bound_module(model):
-    """The Relax module of a :class:`release.model.Model` with its weights bound as constants
+    """The Relax module of a :class:`release.relax.Model` with its weights bound as constants
     (``BindParams``, as ``compile_relax`` does): what :func:`from_relax` and TVM's memory plan read."""
     from tvm import relax
 
@@ -341,7 +341,7 @@ def bound_module(model):
 
 def export_torch(model, example_inputs: tuple, name: str = "torch"):
     """Import a PyTorch model through the project's one PyTorch-to-Relax importer
-    (:func:`release.model.from_pytorch`: ``torch.export`` + TVM's ``from_exported_program``), with the weights
+    (:func:`release.relax.from_pytorch`: ``torch.export`` + TVM's ``from_exported_program``), with the weights
     bound back into the module as constants (``BindParams``), as ``compile_relax`` does.
 
     Parameters
@@ -354,16 +354,16 @@ def export_torch(model, example_inputs: tuple, name: str = "torch"):
     Raises
     ------
     ModelError
-        When ``torch.export`` or TVM's frontend fails (from :func:`release.model.from_pytorch`).
+        When ``torch.export`` or TVM's frontend fails (from :func:`release.relax.from_pytorch`).
     """
-    from ..model import from_pytorch
+    from ..relax import from_pytorch
 
     return bound_module(from_pytorch(model, example_inputs, name=name))
 
 
 def from_torch(model, example_inputs: tuple, name: str = "torch", fused: bool = False, **kw) -> ComputationGraph:
     """Import a PyTorch model as a :class:`ComputationGraph` through TVM's Relax frontend
-    (:func:`export_torch`, i.e. :func:`release.model.from_pytorch`).
+    (:func:`export_torch`, i.e. :func:`release.relax.from_pytorch`).
 
     With ``fused=True`` the module first goes through :func:`fuse_like_tvm` (one node per fused kernel).
     ``kw`` goes to :func:`from_relax` (``cost``, ``latencies``).

@@ -5,7 +5,7 @@ REGAL's policy is trained on many generated graphs (Paliwal et al., ICLR 2020, s
 plan (:class:`release.graph.tvm_plan.TVMPlanModel`, built from a lowered module) cannot be computed for them.
 This module generates the missing kind of graph [ours]: small random PyTorch networks whose dataflow is a random
 multi-branch DAG, imported through the project's one PyTorch-to-Relax importer
-(:func:`release.graph.relax_import.export_torch`, i.e. :func:`release.model.from_pytorch`) and fused as
+(:func:`release.graph.relax_import.export_torch`, i.e. :func:`release.relax.from_pytorch`) and fused as
 ``tvm.compile`` fuses them (:func:`release.graph.relax_import.fuse_like_tvm`), so each graph node is a kernel the
 VM runs and TVM's planner sees exactly the module the search reorders.
 

@@ -12,7 +12,7 @@ from release.cli import main
 from release.graph.cli import load_graph, load_model_graph
 from release.graph.models import build_model
 from release.graph.tvm_plan import TVMPlanModel, planned_memory_exact
-from release.model import load_model
+from release.relax import load_model
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_compile_model_reorders_kernel_calls_for_tvms_memory_plan():
 
     from release.errors import GraphError
     from release.graph.relax_apply import memory_order_pass, reorder_for_memory, run_module
-    from release.model import compile_model
+    from release.relax import compile_model
 
     module, inputs = build_model("inception")
     model = load_model(module, inputs)

@@ -78,7 +78,7 @@ def test_compiled_model_runs_on_target_threads():
     """The whole-model VM is timed on the target's num-cores (the CLI passes thread_count(target))."""
     res = _fresh("""
 import json
-from release import model as M
+from release import relax as M
 from release.threads import thread_count
 m = M.load_model("tiny-cnn")
 target = {"kind": "llvm", "num-cores": 2}

@@ -40,16 +40,19 @@ def test_ask_gives_canonical_distinct_unvisited_configs(matmul_task):
     res = [MeasureResult(config=c, costs=[1e-4 * (i + 1)]) for i, c in enumerate(first[:3])]
     res.append(MeasureResult(config=first[3], error_kind=ErrorKind.INVALID, error_msg="not a program"))
     s.tell(first, res)
-    assert s.trials == 3 and s.visited >= set(first)
+    assert s.trials == 3 and s.visited == set(first)
+    assert [n for n, _ in s.rejections.values()] == [1] and s.rejected_in_a_row == 1
     assert s.best_config == first[0] and s.best_cost == pytest.approx(1e-4)
     assert s.best_flops == pytest.approx(matmul_task.flop / 1e-4)
     assert tuner.trials == s.trials and tuner.best_config == s.best_config  # the tuner reads the session
+    searched = s.time_search
     nxt = s.ask(4)
-    assert not (set(nxt) & set(first))
-    # each result of an asked config carries its round and a share of the search time
+    assert nxt == [sp.canonical(sp.get(i)) for i in range(4, 8)]  # the grid goes on where it stopped
+    # each result of an asked config carries its round and its share of the ask's search time
     r = MeasureResult(config=nxt[0], costs=[1e-3])
     s.observe(r)
-    assert r.round == 0 and r.search_s >= 0
+    assert r.round == 0 and r.search_s == pytest.approx((s.time_search - searched) / 4)
+    assert s.trials == 4 and s.best_config == first[0]  # slower than the best: the best stays
 
 
 def test_resume_is_tell_over_records_and_continues_the_rounds(matmul_task):
@@ -72,7 +75,9 @@ def test_tune_runs_through_the_session(matmul_task, monkeypatch):
     tuner.tune(6, meas)
     assert spy.counts["run"] == 1 and spy.counts["ask"] == 3 and spy.counts["tell"] == 3
     assert spy.sessions == {id(tuner.session)}
-    assert [c for batch in meas.calls for c in batch] and tuner.trials == 6
+    measured = [c for batch in meas.calls for c in batch]
+    assert [len(b) for b in meas.calls] == [2, 2, 2] and tuner.trials == 6
+    assert len(set(measured)) == 6 and set(measured) == tuner.visited  # each asked config measured once
 
 
 def test_ray_worker_runs_through_the_session(matmul_task, tmp_path, monkeypatch):
@@ -153,7 +158,7 @@ def test_resuming_a_20000_record_log_reads_it_once(matmul_task, tmp_path, monkey
 def test_a_20_chunk_model_run_over_a_20000_record_log_reads_it_once(matmul_task, fast_measure, tmp_path,
                                                                     monkeypatch):
     from release.measure import load_records
-    from release.model import tune_model
+    from release.relax import tune_model
 
     log = tmp_path / "big.jsonl"
     _big_log(matmul_task, log)

@@ -29,7 +29,7 @@ def main(argv=None) -> int:
 
     import numpy as np
 
-    from release import model as M
+    from release import relax as M
     from release.measure import LocalBuilder, LocalRunner, load_records, log_to_file, measure_option
     from release.measure.measure import Measurer
     from release.target import machine_of, resolve_target

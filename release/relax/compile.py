@@ -1,0 +1,179 @@
+"""Compilation: a model and a tuning database in, a Relax VM executable out.
+
+:func:`compile_model` is MetaSchedule's ``compile_relax`` pipeline (the passes of task extraction,
+``MetaScheduleApplyDatabase``, lowering) with TVM's post-tuning weight pre-packing;
+:func:`schedule_knobless` gives the functions that have no knob MetaSchedule's one design-space candidate.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .frontend import Model
+from .layout import _fuse_passes, default_prepack, model_layout
+
+logger = logging.getLogger(__name__)
+
+
+def schedule_knobless(mod, target):
+    """Schedule every unscheduled function of ``mod`` whose MetaSchedule design space has no decision to tune.
+
+    MetaSchedule's ``tune_relax`` measures the single candidate of such a function (its
+    ``ParallelizeVectorizeUnroll`` rule samples nothing for a purely spatial function) and its
+    database then schedules it; tuners that skip knob-less tasks would leave them as TVM lowers
+    unscheduled TIR: one thread, no vector code (the BERT-base layer's 13 reshape/transpose/GELU/add
+    functions). This pass applies that same candidate without measuring it: the design space of
+    ``PostOrderApply`` with the target's default rules, postprocessed, marked ``tir.is_scheduled``.
+
+    Skipped: functions already scheduled (``tir.is_scheduled``: applied from the database), pure
+    reshapes (``relax.analysis.has_reshape_pattern``: later lowered to a view, no kernel at all),
+    functions whose space has a sampling decision (tunable: left as they are when untuned), and
+    any whose space generation or postprocessing fails (kept unscheduled, logged at debug level).
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A Relax module after fusion and ``MetaScheduleApplyDatabase``.
+    target : tvm.target.Target
+
+    Returns
+    -------
+    tvm.IRModule
+        ``mod`` with those functions replaced.
+    """
+    import tvm
+    from tvm import relax, tirx
+    from tvm.s_tir import meta_schedule as ms
+
+    out = mod.clone()
+    for gv, func in mod.functions_items():
+        if not isinstance(func, tirx.PrimFunc) or (func.attrs is not None and func.attrs.get("tir.is_scheduled")):
+            continue
+        try:
+            if relax.analysis.has_reshape_pattern(func):
+                continue
+            ctx = ms.TuneContext(mod=tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target,
+                                 space_generator="post-order-apply", search_strategy="replay-trace", num_threads=1)
+            schs = ctx.generate_design_space()
+            if len(schs) != 1 or any(schs[0].trace.get_decision(i) is not None for i in schs[0].trace.insts
+                                     if i.kind.name.startswith("Sample")):
+                continue
+            sch = schs[0]
+            sch.enter_postproc()
+            if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
+                continue
+        except Exception as err:  # noqa: BLE001 - a function we cannot schedule keeps TVM's default
+            logger.debug("%s: kept unscheduled (%s)", gv.name_hint, err)
+            continue
+        new = sch.mod["main"].with_attr("tir.is_scheduled", True)
+        sym = func.attrs.get("global_symbol") if func.attrs is not None else None
+        new = new.with_attr("global_symbol", sym) if sym is not None else new.without_attr("global_symbol")
+        out.update_func(gv, new)
+    return out
+
+
+def compile_model(model: Model, target, database=None, prepack: bool | None = None, progress: bool = False,
+                  layout: str | None = None, before_lowering=None):
+    """Compile ``model`` with the tuned functions of ``database``; ``database=None`` gives the untuned build.
+
+    With a database, functions that have no knob to tune (elementwise ops, transposes, layout
+    transforms: :func:`~release.relax.extract.extract_tasks` drops them) get MetaSchedule's design-space schedule
+    (:func:`schedule_knobless`: parallel and vectorized), as ``tune_relax`` gives them by measuring
+    their one candidate; functions with knobs but no record keep TVM's default (unscheduled) code.
+
+    The pipeline is MetaSchedule's ``compile_relax`` (fuse, ``MetaScheduleApplyDatabase``, lower,
+    finalize) with TVM's post-tuning layout rewrite when ``prepack``
+    (``static_shape_tuning_pipeline(cpu_weight_prepack=True)``): ``SplitLayoutRewritePreproc``
+    splits each tuned kernel's weight packing into its own function, ``LiftTransformParams`` +
+    ``FoldConstant`` run it on the bound weights at compile time, so the compiled model takes
+    exactly the inputs it took before and never re-packs a weight per call.
+
+    Parameters
+    ----------
+    prepack : bool, optional
+        As the tasks were extracted (:func:`~release.relax.extract.extract_tasks`); default
+        :func:`~release.relax.layout.default_prepack`.
+        A database written without pre-packing applies with ``prepack=False``.
+    progress : bool
+        A tqdm bar over the compile's stages (fuse, apply the database, layout rewrite, lower,
+        code generation), with the time spent and tqdm's estimate of the time left. Default False.
+    layout : str, optional
+        As the tasks were extracted (default NCHW). The blocked model keeps NCHW inputs and outputs;
+        only the boundaries of its blocked region transform activations, the weights are transformed
+        at compile time (:func:`~release.relax.layout.layout_passes`).
+    before_lowering : callable, optional
+        ``IRModule -> IRModule``, run on the fused module with the database applied (and weights
+        pre-packed), right before lowering: e.g. a kernel-call order for TVM's memory planner
+        (``tune-model --memory-order``: :func:`release.graph.relax_apply.reorder_for_memory`).
+
+    Raises
+    ------
+    ModelError
+        Bad ``layout``.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.relax import pipeline as relax_pipeline
+    from tvm.relax.transform import MetaScheduleApplyDatabase
+    from tvm.s_tir import meta_schedule as ms
+
+    from ..target import ensure_tensor_intrinsics, resolve_target
+
+    target = resolve_target(target)
+    ensure_tensor_intrinsics(target)
+    model_layout(layout)  # a bad layout fails here, in one line
+    prepack = default_prepack(model, target) if prepack is None else bool(prepack)
+    db = database if database is not None else ms.database.MemoryDatabase()
+    post = [relax.transform.SplitLayoutRewritePreproc(), relax.transform.LiftTransformParams(),
+            relax.transform.FoldConstant()] if prepack else []
+
+    try:
+        lower = relax_pipeline.dataflow_lower_passes(target) + relax_pipeline.finalize_passes(target)
+    except (ValueError, AttributeError):  # as compile_relax: targets without a registered backend pipeline
+        lower = [relax.transform.RewriteDataflowReshape(), relax.transform.ToNonDataflow(),
+                 relax.transform.RemovePurityChecking(), relax.transform.CallTIRRewrite(),
+                 relax.transform.StaticPlanBlockMemory(), relax.transform.LowerAllocTensor(),
+                 relax.transform.KillAfterLastUse(), relax.transform.LowerRuntimeBuiltin(),
+                 relax.transform.ComputePrimValue(), relax.transform.VMShapeLower(),
+                 relax.transform.AttachGlobalSymbol()]
+
+    bar = None
+    if progress:
+        from ..progress import progress as make_progress  # a bar on a terminal, a plain line elsewhere
+
+        stages = 5 if prepack else 4
+        bar = make_progress(stages, desc="compile", unit="stage", every_n=stages)
+
+    def _stage(name: str) -> None:
+        if bar is not None:
+            bar.set_postfix_str(name)
+            bar.update(1)
+
+    @tvm.transform.module_pass(opt_level=3)
+    def _pipeline(mod, _ctx):
+        mod = tvm.transform.Sequential(_fuse_passes(target, prepack, layout))(mod)
+        _stage("fused")
+        mod = MetaScheduleApplyDatabase()(mod)
+        if database is not None:
+            mod = schedule_knobless(mod, target)
+        _stage("database applied")
+        if post:
+            mod = tvm.transform.Sequential(post)(mod)
+            _stage("weights pre-packed")
+        if before_lowering is not None:
+            mod = before_lowering(mod)
+        mod = tvm.transform.Sequential(lower)(mod)
+        _stage("lowered; generating code")
+        return mod
+
+    mod = model.mod
+    if model.params:
+        mod = relax.transform.BindParams("main", model.params)(mod)
+    try:
+        with target, db, tvm.transform.PassContext(opt_level=3):
+            ex = relax.build(mod, target=target, relax_pipeline=_pipeline)
+        _stage("built")
+        return ex
+    finally:
+        if bar is not None:
+            bar.close()

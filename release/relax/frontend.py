@@ -1,0 +1,158 @@
+"""Model frontend: a PyTorch module or an ONNX file in, a Relax :class:`Model` with detached weights out.
+
+``torch.export`` + ``tvm.relax.frontend.torch.from_exported_program`` (:func:`from_pytorch`), or
+``tvm.relax.frontend.onnx.from_onnx`` (:func:`from_onnx`); the weights are detached as ``params`` and
+bound back (``BindParams``) by :func:`release.relax.extract.prepare` and
+:func:`release.relax.compile.compile_model`. :func:`load_model` also takes a built-in model name
+(:mod:`release.zoo`). PyTorch, ONNX and TVM are imported inside the functions, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import ModelError, error_line
+
+
+@dataclass
+class Model:
+    """A Relax model with detached weights.
+
+    Attributes
+    ----------
+    name : str
+    mod : tvm.IRModule
+        Relax module; ``main`` takes the inputs then the weights (``attrs["num_input"]``).
+    params : dict[str, tvm.runtime.Tensor]
+        Weights by parameter name (for ``BindParams`` / ``compile_relax``).
+    inputs : list[np.ndarray]
+        Example inputs.
+    torch_module : torch.nn.Module or None
+        The source module (for reference outputs and PyTorch timing).
+    """
+
+    name: str
+    mod: Any
+    params: dict
+    inputs: list
+    torch_module: Any = None
+    onnx_path: str | None = None
+
+    def reference(self) -> list[np.ndarray]:
+        """Outputs of the source model on :attr:`inputs` (PyTorch, or onnx's reference evaluator)."""
+        if self.torch_module is not None:
+            import torch
+
+            with torch.no_grad():
+                out = self.torch_module(*[torch.from_numpy(x) for x in self.inputs])
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            return [o.detach().numpy() for o in outs]
+        if self.onnx_path is not None:
+            from onnx.reference import ReferenceEvaluator
+
+            import onnx
+
+            sess = ReferenceEvaluator(onnx.load(self.onnx_path))
+            names = [i.name for i in sess.proto_.graph.input]
+            return list(sess.run(None, dict(zip(names, self.inputs))))
+        raise ModelError(f"model {self.name} has no reference implementation")
+
+
+def _detach(mod, name: str) -> tuple[Any, dict]:
+    from tvm import relax
+
+    mod, params = relax.frontend.detach_params(mod)
+    func = mod["main"]
+    n_in = int(func.attrs["num_input"]) if func.attrs and "num_input" in func.attrs else 0
+    weights = params.get("main", [])
+    names = [v.name for v in func.params[n_in:]]
+    if len(names) != len(weights):
+        raise ModelError(f"model {name}: {len(weights)} weights for {len(names)} weight parameters")
+    return mod, dict(zip(names, weights))
+
+
+def from_pytorch(module, example_inputs: Sequence, name: str = "model") -> Model:
+    """Import a PyTorch ``nn.Module`` through ``torch.export`` and TVM's Relax frontend.
+
+    Raises
+    ------
+    ModelError
+        ``torch.export`` fails, or TVM's frontend has no converter for an operator (named).
+    """
+    import torch
+    from tvm.relax.frontend.torch import from_exported_program
+
+    module = module.eval()
+    inputs = tuple(example_inputs)
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(module, inputs)
+    except Exception as err:  # noqa: BLE001 - torch raises many kinds
+        raise ModelError(f"model {name} does not export with torch.export: {error_line(err, first=True)}") from None
+    try:
+        mod = from_exported_program(ep, keep_params_as_input=True)
+    except Exception as err:  # noqa: BLE001
+        msg = error_line(err)
+        raise ModelError(f"model {name} uses an operator TVM's Relax frontend does not support: {msg}") from None
+    mod, params = _detach(mod, name)
+    return Model(name, mod, params, [x.detach().numpy() for x in inputs], torch_module=module)
+
+
+def from_onnx(path: str, input_shapes: dict[str, Sequence[int]] | None = None, seed: int = 0) -> Model:
+    """Import an ONNX file through ``tvm.relax.frontend.onnx``; inputs are random (seeded).
+
+    Raises
+    ------
+    ModelError
+        Missing file, a file that does not parse as ONNX, or an unsupported operator.
+    """
+    if not os.path.exists(path):
+        raise ModelError(f"ONNX file {path} does not exist")
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - onnx is a dependency
+        raise ModelError("the onnx package is not installed: pip install onnx") from None
+    try:
+        proto = onnx.load(path)
+        onnx.checker.check_model(proto)
+    except Exception as err:  # noqa: BLE001
+        raise ModelError(f"ONNX file {path} does not parse: {error_line(err)}") from None
+    from tvm.relax.frontend.onnx import from_onnx as tvm_from_onnx
+
+    shapes = dict(input_shapes or {})
+    init = {i.name for i in proto.graph.initializer}
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for inp in proto.graph.input:
+        if inp.name in init:
+            continue
+        dims = shapes.get(inp.name) or [d.dim_value for d in inp.type.tensor_type.shape.dim]
+        if not dims or any(int(d) <= 0 for d in dims):
+            raise ModelError(f"ONNX input {inp.name} has a dynamic shape; give input_shapes={{'{inp.name}': [...]}}")
+        shapes[inp.name] = [int(d) for d in dims]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(inp.type.tensor_type.elem_type)
+        inputs.append(rng.standard_normal(shapes[inp.name]).astype(dtype))
+    try:
+        mod = tvm_from_onnx(proto, shape_dict=shapes, keep_params_in_input=True)
+    except Exception as err:  # noqa: BLE001
+        raise ModelError(f"ONNX file {path} uses an operator TVM's Relax frontend does not support: {error_line(err)}") from None
+    mod, params = _detach(mod, os.path.basename(path))
+    return Model(os.path.basename(path), mod, params, inputs, onnx_path=path)
+
+
+def load_model(spec, example_inputs: Sequence | None = None) -> Model:
+    """A built-in model name (:mod:`release.zoo`), an ``.onnx`` path, or a PyTorch module + inputs."""
+    if isinstance(spec, str):
+        if spec.endswith(".onnx"):
+            return from_onnx(spec)
+        from .. import zoo
+
+        module, inputs = zoo.build(spec)
+        return from_pytorch(module, inputs, name=spec)
+    if example_inputs is None:
+        raise ModelError("a PyTorch module needs example_inputs")
+    return from_pytorch(spec, example_inputs, name=type(spec).__name__)
