@@ -30,7 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def main(argv=None) -> int:
     sys.path.insert(0, ROOT)
     from release.errors import RecordError
-    from release.knowledge.base import KNOWLEDGE_VERSION, record_identity
+    from release.knowledge.store import KNOWLEDGE_VERSION
+    from release.knowledge.targets import record_identity
     from release.knowledge.pack import MANIFEST, PACK_FILE, TOP_K
     from release.measure.records import load_records
     from release.target import isa_class, machine_of

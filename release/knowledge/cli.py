@@ -44,7 +44,7 @@ def register(subparsers) -> None:
 
 
 def _open(args):
-    from .base import KnowledgeBase
+    from .store import KnowledgeBase
 
     return KnowledgeBase(getattr(args, "kdir", None))
 
@@ -69,7 +69,7 @@ def _pack_line() -> str:
 
 
 def cmd_show(args) -> int:
-    from .base import KnowledgeBase
+    from .store import KnowledgeBase
 
     target = args.target
     if target == "host":
@@ -114,7 +114,8 @@ def cmd_show(args) -> int:
 
 
 def cmd_add(args) -> int:
-    from .base import check_input, read_input
+    from .importers import check_input
+    from .store import read_input
 
     for path in args.logs:  # every input checked before anything is added
         check_input(path)

@@ -6,7 +6,7 @@ takes them round-robin, nearest workload first), but reading them used to parse 
 before its first measurement, and once more by the first :meth:`KnowledgeBase.add` (its duplicate check).
 
 What: beside the shards, ``index/<shard>.json`` holds, for one shard, per group (workload digest, target text
-as written, CPU model name) each record's identity (:func:`release.knowledge.base.record_identity`, first
+as written, CPU model name) each record's identity (:func:`release.knowledge.targets.record_identity`, first
 :data:`ID_HEX` hex digits), mean run time (s; None for a failed measurement) and the byte offset and length of
 its line; plus the shard's header line, the bytes covered and the first name and FLOP count seen per workload.
 A reader ranks each group's records from the index and reads only the lines it returns (``seek`` to their
@@ -100,10 +100,10 @@ def shard_index(base: str, shard: str, check_header, identity, digest, write: bo
         Path of one shard.
     check_header : callable
         ``check_header(first_line_text)`` returns the shard's format version, None when the file is not a
-        shard, and raises :class:`release.knowledge.base.KnowledgeError` for a version this release cannot read.
+        shard, and raises :class:`release.knowledge.importers.KnowledgeError` for a version this release cannot read.
     identity, digest : callable
-        A record's identity as bytes (:func:`release.knowledge.base.record_identity`) and the workload
-        digest of a task key (:func:`release.knowledge.base.workload_digest`).
+        A record's identity as bytes (:func:`release.knowledge.targets.record_identity`) and the workload
+        digest of a task key (:func:`release.knowledge.targets.workload_digest`).
     write : bool
         Store the updated index (default True); False for read-only sources such as the shipped pack.
     cache : dict, optional

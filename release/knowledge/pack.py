@@ -73,12 +73,12 @@ def pack_records(target) -> list:
     list of Record
         Never raises: a damaged or incompatible pack is one warning line and no records (a cold start).
     """
-    from .base import KnowledgeBase
+    from .store import KnowledgeBase
 
     folder = pack_dir()
     if folder is None or not os.path.isfile(os.path.join(folder, PACK_FILE)):
         return []
-    from .base import _header_version
+    from .importers import _header_version
 
     path = os.path.join(folder, PACK_FILE)
     try:

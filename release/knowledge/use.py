@@ -6,7 +6,7 @@
   :meth:`KnowledgeBase.records`).
 - :class:`log_to_knowledge` is a tuner callback that appends each measurement's record to a base
   (append-only shard per writer, fsynced per batch: nothing measured is lost; concurrent
-  ``release tune`` processes are safe, see :mod:`release.knowledge.base`).
+  ``release tune`` processes are safe, see :mod:`release.knowledge.store`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 
 from ..callback import Callback
 from ..measure.records import Record
-from .base import KnowledgeBase
+from .store import KnowledgeBase
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def knowledge_records(knowledge, task, best: int | None = None) -> list[Record]:
     if knowledge is None or knowledge is False:
         return KnowledgeRecords()
     if isinstance(knowledge, (list, tuple)):
-        from .base import _target_matcher
+        from .targets import _target_matcher
 
         match = _target_matcher(task.target_json)
         return KnowledgeRecords([r for r in knowledge if match(r.target)], "records")

@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from release import model as M
+from release import relax as M
 from release.cost_model.transfer import KnowledgeSet, rebuild_task
 from release.knowledge import KnowledgeBase
 from release.measure import load_records
@@ -49,7 +49,7 @@ def test_a_stored_program_rebuilds_the_same_task_and_damage_costs_only_that_work
     path = os.path.join(kb.path, "programs", kb.programs()[0] + ".json")
     with open(path, "w") as f:
         f.write('{"release_program": 1, "mod": "not tvm json"')  # a cut write
-    with caplog.at_level(logging.WARNING, logger="release.knowledge.base"):
+    with caplog.at_level(logging.WARNING, logger="release.knowledge.store"):
         assert kb.program(task.key) is None
     assert "unusable" in caplog.text and "its records are not used" in caplog.text
     assert not [n for n in os.listdir(os.path.dirname(path)) if n.endswith(".tmp")]  # no temporary left

@@ -1,4 +1,4 @@
-"""A tuning knowledge base: every record measured, across tasks, models and runs, in one folder.
+"""The knowledge base store: every record measured, across tasks, models and runs, in one folder.
 
 Layout and guarantees
 ---------------------
@@ -38,17 +38,17 @@ registered workload name makes: tasks extracted from models, blocked layouts, us
 
 Source: the shard-per-writer, append-only layout follows MetaSchedule's ``JSONDatabase``
 (``src/s_tir/meta_schedule/database/json_database.cc``: one JSON line per record, appended) and
-TenSet's per-task record files; the dedup key is MetaSchedule's (workload, trace) record identity.
+TenSet's per-task record files; the dedup key is MetaSchedule's (workload, trace) record identity
+(:func:`release.knowledge.targets.record_identity`). Inputs other than a knowledge base (MetaSchedule
+databases, release logs) are read by :mod:`release.knowledge.importers`; :func:`read_input` reads any of them.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
 import os
-import re
 import socket
 import threading
 import time
@@ -56,10 +56,11 @@ import uuid
 from collections import Counter, defaultdict
 from typing import Iterable
 
-from ..errors import RecordError
-from ..measure.records import Record, load_records
-from ..task import workload_digest_of
+from ..measure.records import Record
+from .importers import (_HEADER_KEY, KnowledgeError, _header_version, _is_knowledge_folder, _is_shard, read_log,
+                        read_ms_database)
 from .index import ID_HEX, read_lines, shard_index
+from .targets import _canon_target_text, _target_matcher, record_identity, target_class, workload_digest
 
 logger = logging.getLogger(__name__)
 
@@ -70,20 +71,12 @@ MIN_READ_VERSION = 1
 #: environment variable that chooses the folder (``off``, ``none``, ``0`` or ``false`` disable it)
 ENV_VAR = "RELEASE_KNOWLEDGE"
 _OFF = {"off", "none", "0", "false", "no"}
-_HEADER_KEY = "release_knowledge"
-#: MetaSchedule marks a failed measurement with run_secs of 1e10 s
-_MS_FAILED_S = 1e9
-MS_WORKLOAD_FILE = "database_workload.json"
-MS_RECORD_FILE = "database_tuning_record.json"
 #: sub-folder of stored workload programs (``<digest>.json``)
 PROGRAM_DIR = "programs"
 _PROGRAM_KEY = "release_program"
-#: target fields of a query by fields (``{"kind": "llvm"}``); a whole target is matched by its ISA class
-_CLASS_FIELDS = ("kind", "mcpu", "mtriple", "arch", "mattr")
 
-
-class KnowledgeError(RecordError):
-    """A knowledge base or an input to it that cannot be used (bad folder, unknown format version)."""
+__all__ = ["KNOWLEDGE_VERSION", "MIN_READ_VERSION", "ENV_VAR", "PROGRAM_DIR", "KnowledgeBase", "KnowledgeError",
+           "knowledge_dir", "read_input"]
 
 
 def knowledge_dir(path: str | os.PathLike | None = None) -> str | None:
@@ -112,195 +105,6 @@ def knowledge_dir(path: str | os.PathLike | None = None) -> str | None:
     return os.path.join(cache, "release-tvm", "knowledge")
 
 
-_JSON_STRING = re.compile(r'("(?:[^"\\]|\\.)*")')
-
-
-def _canon_text(x) -> str:
-    """Compact JSON of a trace in one spelling: booleans as 0/1, as MetaSchedule's JSON writer
-    stores them (``true``/``false`` outside JSON strings are the literals; strings are untouched)."""
-    parts = _JSON_STRING.split(json.dumps(x, separators=(",", ":"), sort_keys=True))
-    parts[::2] = [p.replace("true", "1").replace("false", "0") for p in parts[::2]]
-    return "".join(parts)
-
-
-def _target_json(target) -> str:
-    """Canonical target JSON (as :func:`release.target.target_to_json`) from a dict or JSON text."""
-    from ..target import canonical_target_json
-
-    return canonical_target_json(json.loads(target) if isinstance(target, str) else dict(target))
-
-
-@functools.lru_cache(maxsize=1024)
-def _canon_target_text(target: str) -> str:
-    """:func:`_target_json` of a record's target text (the text itself when it is not JSON)."""
-    try:
-        return _target_json(target)
-    except (ValueError, TypeError, AttributeError):
-        return target
-
-
-def target_class(target) -> str:
-    """The instruction-set class of a record's target, e.g. ``llvm x86_64 avx512``
-    (:func:`release.target.isa_class`): records of one class serve each other's tasks whatever
-    the exact CPU; records of different classes are never mixed.
-
-    Parameters
-    ----------
-    target : str or dict
-        Target JSON (a record's ``target``) or its dict.
-    """
-    from ..target import isa_class
-
-    try:
-        d = json.loads(target) if isinstance(target, str) else dict(target)
-    except (ValueError, TypeError):
-        return str(target)
-    if not isinstance(d, dict):
-        return str(target)
-    return isa_class(d)
-
-
-def _target_matcher(query):
-    """A predicate on a record's target JSON for ``records(target_kind=query)``."""
-    if query is None:
-        return None
-    if hasattr(query, "export"):  # a tvm.target.Target
-        from ..target import target_to_json
-
-        query = target_to_json(query)
-    if isinstance(query, str) and query.lstrip().startswith("{"):
-        query = json.loads(query)
-    cache: dict[str, bool] = {}
-    if isinstance(query, str) or set(query) <= {"kind"}:  # a kind: every record of it
-        want = {"kind": query.strip() if isinstance(query, str) else query["kind"]}
-
-        def test(d: dict, text: str) -> bool:
-            return d.get("kind") == want["kind"]
-
-        label = f"kind={want['kind']}"
-    else:  # a target: records of its ISA class, whatever the exact CPU
-        want_class = target_class(query)
-
-        def test(d: dict, text: str) -> bool:
-            return target_class(d) == want_class if d else False
-
-        label = want_class
-
-    def match(target_json: str) -> bool:
-        hit = cache.get(target_json)
-        if hit is None:
-            try:
-                d = json.loads(target_json)
-            except ValueError:
-                d = {}
-            hit = cache[target_json] = bool(isinstance(d, dict) and test(d, target_json))
-        return hit
-
-    match.label = label
-    return match
-
-
-def workload_digest(key: str) -> str:
-    """The 16-hex workload digest of a task key ``name/digest`` (the key itself if it has no ``/``)."""
-    return key.rsplit("/", 1)[-1]
-
-
-def record_identity(rec: Record) -> bytes:
-    """The dedup key of a record: sha1 of (workload digest, target, trace); config when no trace."""
-    body = _canon_text(rec.trace) if rec.trace is not None else "config:" + json.dumps(rec.config)
-    text = "\x1f".join((workload_digest(rec.task), _canon_target_text(rec.target), body))
-    return hashlib.sha1(text.encode()).digest()
-
-
-def read_ms_database(work_dir: str | os.PathLike) -> list[Record]:
-    """Read a MetaSchedule ``JSONDatabase`` folder as text JSON (never unpickled).
-
-    Parameters
-    ----------
-    work_dir : str or PathLike
-        Folder holding ``database_workload.json`` (lines ``[structural hash, base64 module]``) and
-        ``database_tuning_record.json`` (lines ``[workload index, [trace, run_secs, target, args]]``),
-        as written by ``ms.database.JSONDatabase`` or :class:`release.measure.log_to_database`.
-
-    Returns
-    -------
-    list of Record
-        One per tuning record: ``task`` is ``task-<digest[:8]>/<digest>`` with the digest a
-        :class:`release.task.Task` of the same module and target has, ``trace`` and ``costs``
-        (``run_secs``, s) as stored, ``target`` canonical JSON, ``tuner="ms-database"``,
-        ``config=[]``, ``flop=0`` (MetaSchedule stores no FLOP count; :meth:`KnowledgeBase.records`
-        fills it from records of the same workload). A run_secs of 1e10 s (MetaSchedule's mark of
-        a failed run) becomes ``error_kind="run_error"``.
-
-    Raises
-    ------
-    KnowledgeError
-        The folder lacks either file, or a non-empty file has no readable line.
-    """
-    work_dir = os.fspath(work_dir)
-    wl_path = os.path.join(work_dir, MS_WORKLOAD_FILE)
-    rec_path = os.path.join(work_dir, MS_RECORD_FILE)
-    if not (os.path.isfile(wl_path) and os.path.isfile(rec_path)):
-        raise KnowledgeError(f"{work_dir} is a folder but not a MetaSchedule database (it needs {MS_WORKLOAD_FILE} "
-                             f"and {MS_RECORD_FILE}); give a release JSON-lines log or a JSONDatabase work_dir")
-    shashes = []
-    bad_wl = 0
-    with open(wl_path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                w = json.loads(line)
-                shashes.append(str(w[0]))
-            except (ValueError, TypeError, IndexError, KeyError):
-                shashes.append(None)  # keep indices aligned with MetaSchedule's
-                bad_wl += 1
-    out, bad = [], 0
-    digests: dict[tuple[str, str], str] = {}
-    with open(rec_path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                idx, (trace, run_secs, target, *_rest) = json.loads(line)
-                shash = shashes[int(idx)]
-                if shash is None:
-                    raise ValueError("workload line unreadable")
-                tj = _target_json(target)
-                digest = digests.get((shash, tj))
-                if digest is None:
-                    digest = digests[(shash, tj)] = workload_digest_of(shash, target_class(tj))
-                costs = [float(c) for c in (run_secs or [])]
-            except (ValueError, TypeError, IndexError, KeyError, AttributeError):
-                bad += 1
-                continue
-            failed = not costs or min(costs) >= _MS_FAILED_S
-            out.append(Record(task=f"task-{digest[:8]}/{digest}", name=f"task-{digest[:8]}", target=tj, config=[],
-                              trace=trace, costs=[] if failed else costs,
-                              error_kind="run_error" if failed else "", tuner="ms-database"))
-    if (bad or bad_wl) and not out:
-        raise KnowledgeError(f"{work_dir}: none of its MetaSchedule database lines could be read "
-                             f"({bad_wl} workload, {bad} record line(s) unreadable); is it a JSONDatabase work_dir?")
-    if bad or bad_wl:
-        logger.warning("%s: skipped %d unreadable MetaSchedule database line(s); the rest is used", work_dir,
-                       bad + bad_wl)
-    return out
-
-
-def _is_shard(path: str) -> bool:
-    """True when ``path`` is a file whose first line is a knowledge shard header."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return _header_version(f.readline(65536)) is not None
-    except OSError:
-        return False
-
-
-def _is_knowledge_folder(path: str) -> bool:
-    """True when ``path`` is a folder holding at least one knowledge shard."""
-    return any(n.endswith(".jsonl") and _is_shard(os.path.join(path, n)) for n in sorted(os.listdir(path)))
-
-
 def read_input(path: str | os.PathLike) -> list[Record]:
     """Records of a release JSON-lines log, a MetaSchedule ``JSONDatabase`` folder, or another
     knowledge base (its folder or one shard; deduplicated, format version checked).
@@ -323,45 +127,7 @@ def read_input(path: str | os.PathLike) -> list[Record]:
         kb = KnowledgeBase(os.path.dirname(os.path.abspath(path)))
         kb._files = [os.path.abspath(path)]
         return kb.records()
-    try:
-        recs = load_records(path)
-    except RecordError as err:  # its advice names --log; say what `knowledge add` takes
-        raise KnowledgeError(f"{str(err).split(';')[0]}; give a release tuning log (.jsonl) or a MetaSchedule "
-                             "database folder") from None
-    if not recs and os.path.getsize(path) > 0:
-        raise KnowledgeError(f"{path} holds no tuning record; give a release tuning log or a MetaSchedule "
-                             "database folder")
-    return recs
-
-
-def check_input(path: str | os.PathLike) -> None:
-    """Cheap check that ``path`` can be imported, before anything is: it exists, and is a folder
-    holding MetaSchedule's two files or a file with a line that starts as a release record does
-    (a valid log passes on its first line; any other file is read once, as text).
-
-    Raises
-    ------
-    KnowledgeError
-        Otherwise, in one line naming the path and what to give instead.
-    """
-    path = os.fspath(path)
-    what = "give a release tuning log (.jsonl) or a MetaSchedule database folder"
-    if not os.path.exists(path):
-        raise KnowledgeError(f"{path} does not exist; {what}")
-    if os.path.isdir(path):
-        if not (all(os.path.isfile(os.path.join(path, n)) for n in (MS_WORKLOAD_FILE, MS_RECORD_FILE))
-                or _is_knowledge_folder(path)):
-            raise KnowledgeError(f"{path} is a folder but neither a MetaSchedule database (it needs "
-                                 f"{MS_WORKLOAD_FILE} and {MS_RECORD_FILE}) nor a knowledge base; {what}")
-        return
-    if _is_shard(path):
-        return
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if line.lstrip().startswith('{"task":'):
-                return
-    if os.path.getsize(path) > 0:
-        raise KnowledgeError(f"{path} is not a tuning log (none of its lines is a record); {what}")
+    return read_log(path)
 
 
 class KnowledgeBase:
@@ -939,20 +705,6 @@ def _name_ms_records(recs: list, names: dict) -> list:
                 rec.name, rec.flop = got[0], got[1]
                 rec.task = f"{got[0]}/{workload_digest(rec.task)}"
     return recs
-
-
-def _header_version(line: str) -> int | None:
-    """The format version of a shard's first line, or None when it is not a header."""
-    try:
-        d = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(d, dict) or _HEADER_KEY not in d:
-        return None
-    try:
-        return int(d[_HEADER_KEY])
-    except (TypeError, ValueError):
-        return None
 
 
 def _write_all(fd: int, data: bytes) -> None:
