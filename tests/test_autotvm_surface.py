@@ -89,7 +89,8 @@ def test_builders_and_runners_take_autotvms_arguments():
     opt = autotvm.measure_option(builder=autotvm.LocalBuilder(timeout=20, n_parallel=1, do_fork=True),
                                  runner=autotvm.LocalRunner(number=2, repeat=1, min_repeat_ms=0, timeout=4))
     assert (opt["builder"].n_parallel, opt["builder"].timeout) == (1, 20)
-    assert (opt["runner"].number, opt["runner"].repeat, opt["runner"].min_repeat_ms, opt["runner"].timeout) == (2, 1, 0, 4)
+    run = opt["runner"]
+    assert (run.number, run.repeat, run.min_repeat_ms, run.timeout) == (2, 1, 0, 4)
     opt["builder"].close()
     for make, what in [(lambda: autotvm.LocalBuilder(build_func="ndk"), "build_func"),
                        (lambda: autotvm.LocalBuilder(runtime=object()), "runtime"),

@@ -1,5 +1,7 @@
 """Knob spaces over MetaSchedule design spaces."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -56,10 +58,19 @@ def test_bad_config_shape_is_invalid(matmul_task):
 def test_illegal_compute_location_is_reported_not_snapped(conv_task):
     sp = conv_task.config_space
     rng = np.random.default_rng(0)
-    reasons = [sp.is_valid(c)[1] for c in sp.sample(40, rng)]
-    invalid = [r for r in reasons if r]
-    assert all("compute location" in r or "postprocessor" in r for r in invalid)
-    assert len(invalid) < 40
+    configs = sp.sample(40, rng)
+    reasons = [sp.is_valid(c)[1] for c in configs]
+    invalid = [(c, r) for c, r in zip(configs, reasons) if r]
+    assert all("compute location" in r or "postprocessor" in r for _, r in invalid)
+    assert 0 < len(invalid) < 40, "a sample of 40 has both legal and illegal compute locations"
+    # the reason names the location asked for and the one TVM would move it to: never the same
+    moved = [re.search(r"compute location \[(-?\d+)\] .*TVM would use \[(-?\d+)\]", r) for _, r in invalid]
+    assert all(m is None or m.group(1) != m.group(2) for m in moved)
+    # replaying an illegal config raises with that reason instead of building a snapped program
+    c, reason = invalid[0]
+    with pytest.raises(InvalidConfigError) as err:
+        sp.apply(c)
+    assert err.value.reason == reason
 
 
 @pytest.mark.slow

@@ -57,11 +57,14 @@ def test_tuner_runs_32_trials_and_resumes(name, matmul_task, fast_measure, tmp_p
 def test_xgb_tuner_refits_and_plans(matmul_task, fast_measure):
     tuner = autotvm.tuner.XGBTuner(matmul_task, plan_size=5, feature_type="knob", seed=3)
     tuner.tune(14, fast_measure)
-    assert tuner.train_ct >= 2 and tuner.cost_model.fit_count == tuner.train_ct
-    assert len(tuner.xs) == 14 and tuner.time_search > 0 and tuner.time_fit > 0
-    # the last plan is unvisited configs ranked by the model
+    # fits once 5 configs are measured, at the end of a batch of 2 (after 6), then after the next plan's 6 (12)
+    assert tuner.train_ct == 2 and tuner.cost_model.fit_count == tuner.train_ct
+    assert len(tuner.xs) == 14 == len(set(tuner.xs)) and tuner.time_search > 0 and tuner.time_fit > 0
+    # the last plan: 5 distinct configs ranked by the model, unvisited when it was made; the 2 trials
+    # since (no random pick: 5% of 5 rounds down to 0) are its first 2, the rest is still unvisited
     plan = [c for c in tuner.trials_plan]
-    assert plan and len(set(plan)) == len(plan)
+    assert len(plan) == 5 == len(set(plan))
+    assert tuner.xs[-2:] == plan[:2] and not set(plan[2:]) & tuner.visited
 
 
 def test_resumed_run_continues_the_round_count(matmul_task, fast_measure, tmp_path):
@@ -71,12 +74,12 @@ def test_resumed_run_continues_the_round_count(matmul_task, fast_measure, tmp_pa
     autotvm.tuner.XGBTuner(matmul_task, plan_size=5, feature_type="knob", seed=3).tune(
         12, fast_measure, callbacks=[autotvm.callback.log_to_file(log)])
     first = [r.round for r in load_records(log)]
-    assert max(first) >= 1
+    assert first == [0] * 6 + [1] * 6  # random configs until the first fit (after 6), then one plan of 6
     again = autotvm.tuner.XGBTuner(matmul_task, plan_size=5, feature_type="knob", seed=4)
     again.tune(22, fast_measure, callbacks=[autotvm.callback.log_to_file(log)])
     rounds = [r.round for r in load_records(log)]
     assert rounds[:12] == first and rounds == sorted(rounds)
-    assert rounds[12] == max(first) + 1 and max(rounds) >= max(first) + 2
+    assert rounds[12:] == [2] * 6 + [3] * 4  # the resumed run fits at once and continues at round 2
 
 
 def test_submodular_pick_prefers_unseen_knob_values():
@@ -92,7 +95,7 @@ def test_submodular_pick_prefers_unseen_knob_values():
 def test_xgb_tuner_with_diversity_filter(matmul_task, fast_measure):
     tuner = autotvm.tuner.XGBTuner(matmul_task, plan_size=6, feature_type="knob", diversity_filter_ratio=2, seed=0)
     tuner.tune(18, fast_measure)
-    assert tuner.train_ct >= 2 and len(set(map(tuple, tuner.xs))) == 18
+    assert tuner.train_ct == 3 and len(set(map(tuple, tuner.xs))) == 18  # fits after 6, 12 and 18 trials
     # the plan is thinned from 12 candidates to 6 distinct, unvisited configs
     assert len(tuner.trials_plan) == 6 == len(set(tuner.trials_plan))
     with pytest.raises(TunerError, match="diversity_filter_ratio=0.5"):

@@ -34,6 +34,9 @@ def test_release_tuner_64_trials_then_resume(matmul_task, fast_measure, tmp_path
     assert tuner.train_ct >= 2  # the model was fit and the agent searched at least twice
     assert tuner.model_optimizer.agent.rounds >= tuner.train_ct - 1  # the last fit's plan may be pending
     assert tuner.sampler.last_k in (8, 16)
+    first_40 = [tuple(r.config) for r in recs]
+    fastest = min((r for r in recs if r.ok), key=lambda r: r.mean_cost)  # the best is the fastest logged
+    assert tuner.best_config == tuple(fastest.config) and tuner.best_gflops == pytest.approx(fastest.gflops)
     assert tuner.best_gflops > 0
     # resume to 64 from the log: the 40 count, nothing is measured twice, the new tuner learns from them
     t2 = ReleaseTuner(matmul_task, plan_size=16, seed=1, feature_type="knob", ppo_config=SMALL_AGENT)
@@ -42,6 +45,8 @@ def test_release_tuner_64_trials_then_resume(matmul_task, fast_measure, tmp_path
     assert t2.trials == 64 == len(recs) == len({tuple(r.config) for r in recs})
     assert t2.train_ct >= 1 and t2.cost_model.fit_count >= 1
     assert t2.best_gflops >= tuner.best_gflops
+    assert t2.best_gflops == pytest.approx(max(r.gflops for r in recs))  # the best of all 64, resumed ones too
+    assert [tuple(r.config) for r in recs[:40]] == first_40  # the first run's records kept as written
     assert all(r.tuner == "release" for r in recs)
     # the agent lives beside the log and is resumed with it (the records alone do not rebuild it)
     ckpt = agent_checkpoint_path(str(log), matmul_task.key)

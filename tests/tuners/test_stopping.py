@@ -45,7 +45,9 @@ def test_every_tuner_says_when_the_space_is_exhausted(name, small_task, caplog, 
         assert "exhausted" in said[0] and len(tuner.visited) == 28
     else:  # a search that cannot reach the last configs says so as well
         assert tuner.session.stop_reason == "no_new_config" and "proposed no new config" in said[0]
-    assert tuner.trials < 40
+    rejected = sum(n for n, _ in tuner.session.rejections.values())
+    assert tuner.trials < 40 and tuner.trials + rejected == len(tuner.visited) <= 28  # each config once
+    assert all(len(c) == small_task.config_space.n_knobs for c in tuner.visited)
 
 
 def test_ga_visits_every_config_of_a_small_space(small_task):
@@ -89,8 +91,11 @@ def test_a_run_with_trials_stops_at_the_bound_with_a_warning(caplog):
     tuner = get_tuner("random", task, seed=0)
     with caplog.at_level(logging.WARNING, logger="release.session"):
         tuner.tune(10**6, ReplayMeasurer(task, batch_size=4), max_rejected=150, check_output=False)
+    rejected = sum(n for n, _ in tuner.session.rejections.values())
     assert tuner.session.stop_reason == "rejections" and tuner.trials >= 1
-    assert tuner.session.rejected_in_a_row >= 150
+    assert tuner.trials + rejected == len(tuner.visited)  # every config replayed once: a trial or a rejection
+    # checked between batches of 4: the run stops within one batch of the bound
+    assert 150 <= tuner.session.rejected_in_a_row <= 153
     assert any("150 configs in a row were invalid" in r.getMessage() for r in caplog.records)
 
 

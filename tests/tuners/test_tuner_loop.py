@@ -18,29 +18,41 @@ def test_random_tuner_logs_every_trial_and_resumes(matmul_task, fast_measure, tm
     assert len(recs) == 6 == tuner.trials
     assert all(r.ok and r.task == matmul_task.key and r.tuner == "random" for r in recs)
     assert all(r.trace is not None and r.measure_s > 0 for r in recs)
-    best = max(recs, key=lambda r: r.gflops)
-    assert tuner.best_gflops == pytest.approx(best.gflops)
+    sp = matmul_task.config_space
+    configs = [tuple(r.config) for r in recs]
+    assert len(set(configs)) == 6, "no config measured twice"
+    # every config is canonical, each knob index inside its legal set, and its trace decodes back to it
+    assert all(sp.canonical(c) == c and all(0 <= v < d for v, d in zip(c, sp.dims)) for c in configs)
+    assert all(len(c) == sp.n_knobs for c in configs)
+    assert [sp.from_trace(sp.apply(c).trace) for c in configs[:2]] == configs[:2]
+    best = min(recs, key=lambda r: r.mean_cost)  # the best is the fastest logged record
+    assert tuner.best_config == tuple(best.config)
+    assert tuner.best_gflops == pytest.approx(max(r.gflops for r in recs)) == pytest.approx(best.gflops)
     # resume: 10 in total, the 6 old ones count and none is measured again
     t2 = autotvm.tuner.RandomTuner(matmul_task, seed=0)  # same seed would re-propose the same configs
     t2.tune(10, fast_measure, callbacks=[autotvm.callback.log_to_file(str(log))])
     recs = load_records(log)
-    assert len(recs) == 10
-    assert len({tuple(r.config) for r in recs}) == 10
+    assert len(recs) == 10 and t2.trials == 10
+    assert [tuple(r.config) for r in recs[:6]] == configs  # the first run's records are kept as written
+    assert len({tuple(r.config) for r in recs}) == 10  # the resumed run measured none of them again
+    assert t2.best_gflops == pytest.approx(max(r.gflops for r in recs))
 
 
 def test_grid_tuner_walks_grid_order(matmul_task, fast_measure, tmp_path):
     tuner = autotvm.tuner.GridSearchTuner(matmul_task)
     tuner.tune(4, fast_measure)
     sp = matmul_task.config_space
-    assert tuner.visited >= {sp.get(i) for i in range(4)} - set()
-    assert tuner.trials == 4
+    assert tuner.visited == {sp.canonical(sp.get(i)) for i in range(4)}  # the first 4 grid points, no other
+    assert tuner.trials == 4 and not tuner.session.rejections
+    assert tuner.best_config in tuner.visited
 
 
 def test_early_stopping(matmul_task, fast_measure):
     tuner = autotvm.tuner.RandomTuner(matmul_task, seed=1)
     tuner.tune(40, fast_measure, early_stopping=2)
-    assert tuner.trials < 40
-    assert tuner.trials >= tuner.best_iter + 2 - 1
+    assert tuner.session.stop_reason == "early_stopping" and tuner.trials < 40
+    # checked between batches of 2 (the builder's n_parallel): stops 2 or 3 trials after the best
+    assert 1 <= tuner.best_iter and 2 <= tuner.trials - tuner.best_iter <= 3
 
 
 def test_failed_builds_are_recorded_and_tuning_goes_on(matmul_task, tmp_path):
@@ -51,7 +63,8 @@ def test_failed_builds_are_recorded_and_tuning_goes_on(matmul_task, tmp_path):
     recs = load_records(log)
     assert len(recs) == 3
     assert all(r.error_kind == "build_timeout" and not r.ok for r in recs)
-    assert tuner.best_config is None
+    assert len({tuple(r.config) for r in recs}) == 3 and tuner.trials == 3  # failures are trials, each once
+    assert tuner.best_config is None and tuner.best_gflops == 0
 
 
 @pytest.mark.parametrize("n", [0, -3, 2.5])
@@ -121,4 +134,4 @@ def test_records_of_another_knob_layout_resume_through_their_traces(matmul_task,
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     t = autotvm.tuner.RandomTuner(matmul_task, seed=11)  # same seed: would propose the same configs again
     assert t.load_history(load_records(log)) == 3
-    assert set(truth) <= t.visited
+    assert t.visited == set(truth) and t.trials == 3  # the configs the traces encode, nothing else
