@@ -19,8 +19,9 @@ knob. What :class:`DropletSearch` does the same and what differs:
   better than the running best); moves are ordered by the tuner's cost model, best first, when
   one is given.
 
-:class:`release.tuners.model_based.ModelBasedTuner` runs it with ``local_search=True`` after
-``patience`` trials without a new best (default: ``plan_size``, one round of the model's plan).
+:class:`release.tuners.model_based.ModelBasedTuner` runs it with ``local_search=True`` as its local
+phase (:class:`LocalPhase`) after ``patience`` trials without a new best
+(default: ``plan_size``, one round of the model's plan).
 """
 
 from __future__ import annotations
@@ -177,4 +178,71 @@ class DropletSearch:
         return True
 
 
-__all__ = ["DropletSearch", "LocalSearchConfig", "significantly_faster"]
+class LocalPhase:
+    """The Droplet-style local phase (:class:`DropletSearch`) and when it starts: a phase of
+    :mod:`release.tuners.phases` (``propose``, ``exhausted``, ``observe``; ``state`` is the tuner).
+
+    Parameters
+    ----------
+    config : release.tuners.local.LocalSearchConfig
+    patience : int
+        Trials without a new best before it starts.
+
+    Attributes
+    ----------
+    search : DropletSearch or None
+        The search once it started (a new one each time it starts again from another best).
+    started_at : int or None
+        Trial count when it last started.
+    costs : dict
+        Successful config -> its repeat costs (s), for the search's t-test.
+    """
+
+    name = "local"
+
+    def __init__(self, config: LocalSearchConfig, patience: int):
+        self.config = config
+        self.patience = int(patience)
+        self.search: DropletSearch | None = None
+        self.started_at: int | None = None
+        self.costs: dict[tuple, list] = {}
+
+    @property
+    def running(self) -> bool:
+        """Whether it started and has moves left."""
+        return self.search is not None and not self.search.exhausted
+
+    @property
+    def exhausted(self) -> bool:
+        return not self.running
+
+    def propose(self, n: int, state, taken: Sequence[tuple] = ()) -> list[tuple]:
+        return self.search.next(n, state.visited)
+
+    def observe(self, configs: Sequence[tuple], results: Sequence, state) -> None:
+        """Keep each result's repeat costs; while running, move the search to a significantly faster
+        result."""
+        for res in results:
+            if res.ok and res.costs:
+                self.costs[tuple(res.config)] = list(res.costs)
+        if self.running and self.search.observe(results, state.visited):
+            logger.info("%s: local search moved to %s (%.4g s)", state.task.name, self.search.center,
+                        float(np.mean(self.search.center_costs)))
+
+    def should_start(self, state) -> bool:
+        """``patience`` trials without a new best, and not the neighbourhood of a best already used up."""
+        if self.running or state.best_config is None or state.trials - state.best_iter < self.patience:
+            return False
+        return not (self.search is not None and self.search.center == state.best_config)
+
+    def start(self, state, score=None) -> None:
+        """A new search from the best measured config (moves ordered by ``score`` when given)."""
+        costs = self.costs.get(tuple(state.best_config), [state.best_cost])
+        self.search = DropletSearch(state.space, self.config, score=score)
+        self.search.start(state.best_config, costs, state.visited)
+        self.started_at = state.trials
+        logger.info("%s: best unchanged for %d trials: local search from %s", state.task.name,
+                    state.trials - state.best_iter, state.best_config)
+
+
+__all__ = ["DropletSearch", "LocalPhase", "LocalSearchConfig", "significantly_faster"]

@@ -1,19 +1,26 @@
 """AutoTVM's model-based tuning loop (``ModelBasedTuner``), with a sampler hook for Chameleon.
 
-One round (AutoTVM ``ModelBasedTuner``, Chameleon's adaptive sampling as an option):
+The tuner proposes through explicit phases (:mod:`release.tuners.phases`), one proposer each, and
+one :class:`release.tuners.phases.PhasePolicy` that says which proposes next from its declared
+rules (:data:`release.tuners.phases.PhasePolicy.RULES`):
 
-1. ``update``: every measured config joins the training set (failed ones with throughput 0).
-   When the training set reaches ``next_update`` and something ran, ``cost_model.fit(xs, ys)``.
-2. ``model_optimizer.find_maximums(cost_model, plan_size, visited)`` proposes the *plan*: the
-   ``plan_size`` unvisited configs with the highest predicted score (optionally
-   ``plan_size * diversity_filter_ratio`` candidates thinned by a submodular diversity pick).
-3. ``sampler`` (:class:`release.sampling.PassThroughSampler`: the plan as is; Chameleon:
-   k-means + sample synthesis) picks what to measure. ``next_update`` then grows by the number of configs picked (AutoTVM:
-   ``plan_size``; Chameleon: the ``k`` of the round).
-4. ``next_batch`` makes the plan (booked as search time, the fit as fitting time) and hands out
-   the picked configs in order; the last ``int(0.05 * plan_size)`` picks of each round (with a
-   sampler: 5% of the configs it picked) are random unvisited configs (AutoTVM's epsilon-greedy
-   rule).
+1. ``seeds``: transfer-tuning seeds (:attr:`ModelBasedTuner.seeds`) are measured first, then
+2. ``random``: random configs up to ``plan_size`` measured (AutoTVM's warm-up; no model yet).
+3. ``model``: once ``next_update`` configs were measured and something ran, ``cost_model.fit(xs,
+   ys)`` (every measured config joins the training set, failed ones with throughput 0); at the
+   next batch ``model_optimizer.find_maximums(cost_model, plan_size, visited)`` proposes the
+   *plan* (optionally ``plan_size * diversity_filter_ratio`` candidates thinned by a submodular
+   diversity pick) and the ``sampler`` (:class:`release.sampling.PassThroughSampler`: the plan as
+   is; Chameleon: k-means + sample synthesis) picks what to measure; ``next_update`` grows by the
+   number picked (AutoTVM: ``plan_size``; Chameleon: the ``k`` of the round). The picks are handed
+   out in order; the last ``int(0.05 * plan_size)`` of each round (with a sampler: 5% of the configs
+   it picked) are random unvisited configs (AutoTVM's epsilon-greedy rule), and a batch that
+   outlasts the plan is filled at random. Planning is booked as search time, the fit as fitting time.
+4. ``local`` (``local_search=True``): once ``patience`` trials passed without a new best, a
+   Droplet-style coordinate search around the best measured config
+   (:class:`release.tuners.local.DropletSearch`) proposes alone; when it has no move left the
+   model is refitted and its plans resume. :attr:`ModelBasedTuner.flattened` tells a task
+   scheduler that the task stopped improving (see :mod:`release.scheduler`).
 
 Warm start: a cost model whose ``warm`` attribute is true (a
 :class:`release.cost_model.transfer.TransferCostModel` holding usable knowledge) is fitted before
@@ -29,37 +36,38 @@ then random configs up to ``plan_size``, and the task's own model takes over fro
 So that the seeds do not anchor the search (xgb with seeds ended 9% below cold on
 held-out layers), every round planned while the best is still a seed's (the seed or one knob from it)
 keeps :attr:`ModelBasedTuner.seed_explore` (25%) of its picks random.
-
-Local exploitation (``local_search=True``): once ``patience`` trials passed without a
-new best, a Droplet-style coordinate search around the best measured config
-(:class:`release.tuners.local.DropletSearch`) proposes the configs; when it has no move left the
-model's plans resume. :attr:`ModelBasedTuner.flattened` tells a task scheduler that the task
-stopped improving (see :mod:`release.scheduler`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
 
-from ..cost_model.base import CostModel, as_cost_model
+from ..cost_model.base import as_cost_model
 from ..errors import TunerError, check_plan_size
 from ..measure.measure import MeasureResult
 from ..optimizers.base import ModelOptimizer
 from ..sampling.base import PassThroughSampler, Sampler
+from .local import LocalSearchConfig
+from .phases import LocalPhase, ModelPhase, PhasePolicy, RandomPhase, SeedPhase, submodular_pick
+from .presets import ModelBasedConfig
 from .simple import RandomTuner
 
 logger = logging.getLogger(__name__)
 
 
 class ModelBasedTuner(RandomTuner):
-    """The model-based tuner (AutoTVM ``ModelBasedTuner``), composed of its parts.
+    """The model-based tuner (AutoTVM ``ModelBasedTuner``), composed of its parts and its phases.
 
     Every cost-model-guided tuner is this class with other parts: ``xgb``, ``sa-as``, ``rl``,
-    ``release`` and ``release+`` are recipes of :mod:`release.tuners.presets`.
+    ``release`` and ``release+`` are recipes of :mod:`release.tuners.presets`. Its settings are one
+    :class:`release.tuners.presets.ModelBasedConfig` (:attr:`config`); what it proposes comes from
+    the phases of :mod:`release.tuners.phases` (life cycle in the module docstring), chosen by
+    :attr:`policy`.
 
     Parameters
     ----------
@@ -93,6 +101,10 @@ class ModelBasedTuner(RandomTuner):
 
     Attributes
     ----------
+    config : release.tuners.presets.ModelBasedConfig
+        The settings (the recipe for tuners made from one; else the arguments above).
+    policy : release.tuners.phases.PhasePolicy
+        The phases and the rules that pick the one that proposes next.
     random_picks : int
         Random configs handed out (the warm-up round before the first fit, and the
         epsilon-greedy share of every plan).
@@ -100,7 +112,7 @@ class ModelBasedTuner(RandomTuner):
         Share of random configs in the first round of a warm start (default 0.5; 0: the round is
         the transferred model's plan plus the epsilon share).
     local : DropletSearch or None
-        The local phase's state once it started.
+        The local phase's search once it started.
     seed_explore : float
         With seeds: share of random unvisited configs in every round planned while the best measured
         config is still a seed or one knob from one (default 0.25; 0: AutoTVM's 5% only). Seeds are
@@ -122,9 +134,24 @@ class ModelBasedTuner(RandomTuner):
     def __init__(self, task, cost_model, model_optimizer, plan_size: int = 64,
                  diversity_filter_ratio: float | None = None, sampler=None, seed: int | None = None,
                  local_search=False, seeds=(), seed_explore: float = 0.25, warm_explore: float = 0.5):
+        config = ModelBasedConfig(optimizer=model_optimizer, sampler=sampler, plan_size=plan_size,
+                                  diversity_filter_ratio=diversity_filter_ratio, local_search=local_search,
+                                  seed_explore=seed_explore, warm_explore=warm_explore)
+        self._compose(task, config, cost_model, model_optimizer, sampler, seeds, seed)
+
+    def _compose(self, task, config: ModelBasedConfig, cost_model, model_optimizer, sampler, seeds,
+                 seed: int | None, read=None) -> None:
+        """Validate ``config`` and build the phases and their policy (every constructor ends here).
+
+        Raises
+        ------
+        TunerError
+            As the class says.
+        """
         super().__init__(task, seed=seed)
+        plan_size, diversity_filter_ratio = config.plan_size, config.diversity_filter_ratio
         check_plan_size(plan_size)
-        for what, share in (("seed_explore", seed_explore), ("warm_explore", warm_explore)):
+        for what, share in (("seed_explore", config.seed_explore), ("warm_explore", config.warm_explore)):
             if not isinstance(share, (int, float, np.integer, np.floating)) or not 0.0 <= share <= 1.0:
                 raise TunerError(f"{what}={share!r} must be a share between 0 and 1")
         if diversity_filter_ratio is not None and diversity_filter_ratio < 1:
@@ -137,46 +164,35 @@ class ModelBasedTuner(RandomTuner):
         elif not isinstance(sampler, Sampler):
             raise TunerError(f"sampler={sampler!r} is not a sampler: give None, 'adaptive' or a subclass of "
                              "release.sampling.Sampler implementing sample(candidates, space, visited, plan_size)")
-        self.cost_model: CostModel = as_cost_model(cost_model)
-        self.model_optimizer = model_optimizer
-        self.plan_size = int(plan_size)
-        self.diversity_filter_ratio = diversity_filter_ratio
-        self.sampler = sampler
-        self.xs: list[tuple] = []
-        self.ys: list[float] = []
-        self.flops_max = 0.0
-        self.trials_plan: list[tuple] = []
-        self.trial_pt = 0
-        self.train_ct = 0
-        self.next_update = self.plan_size
-        self.eps = int(0.05 * self.plan_size)
-        self.eps_round = self.eps
-        self._plan_pending = False
-        self.agent_checkpoint: str | None = None
-        self.random_picks = 0
-        self._warm_done = False
-        self.warm_explore = float(warm_explore)
-        self._warm_first_plan = False
-        from .local import LocalSearchConfig
-
+        cost_model = as_cost_model(cost_model)
+        local_search = config.local_search
         if local_search is True:
             local_search = LocalSearchConfig()
         if local_search not in (False, None) and not isinstance(local_search, LocalSearchConfig):
-            raise TunerError(f"local_search={local_search!r}: give True, False or a release.tuners.local.LocalSearchConfig")
-        self.local_config = local_search or None
-        if self.local_config is not None:
-            pat = self.local_config.patience
+            raise TunerError(f"local_search={local_search!r}: give True, False or a "
+                             "release.tuners.local.LocalSearchConfig")
+        local_config = local_search or None
+        if local_config is not None:
+            pat = local_config.patience
             if pat is not None and (not isinstance(pat, (int, np.integer)) or pat < 1):
                 raise TunerError(f"local search patience={pat!r} must be a positive number of trials or None")
-        self.patience = int((self.local_config.patience if self.local_config else None) or self.plan_size)
-        self.local = None
-        self.local_started_at: int | None = None
-        self._costs: dict[tuple, list] = {}  # successful config -> repeat costs (the local phase's t-test)
-        self.seed_explore = float(seed_explore)
-        self.anchored_rounds = 0
-        self.seeds = [self.space.check(c) for c in seeds]
-        if self.seeds:  # measured first, then random configs until the first fit (no epsilon share among them)
-            self.trials_plan, self.eps_round = list(self.seeds), 0
+        patience = int((local_config.patience if local_config else None) or plan_size)
+        seeds = [self.space.check(c) for c in seeds]
+        random = RandomPhase(lambda k: RandomTuner.next_batch(self, k))
+        self.config = config
+        if read is not None:
+            self.knowledge_read = read
+        if config.name is not None:
+            from . import TUNERS, tuner_class
+
+            self.name = config.name
+            if config.name in TUNERS:
+                self.warm_by_default = tuner_class(config.name).warm_by_default
+        self.policy = PhasePolicy(
+            ModelPhase(random, cost_model, model_optimizer, sampler, plan_size, diversity_filter_ratio), random,
+            seeds=SeedPhase(random, seeds) if seeds else None,
+            local=LocalPhase(local_config, patience) if local_config is not None else None,
+            patience=patience, seed_explore=config.seed_explore, warm_explore=config.warm_explore)
 
     @classmethod
     def from_preset(cls, name: str, task, seed: int | None = None, **overrides) -> "ModelBasedTuner":
@@ -212,8 +228,9 @@ class ModelBasedTuner(RandomTuner):
     def from_config(cls, task, config, seed: int | None = None, name: str | None = None) -> "ModelBasedTuner":
         """A tuner built from a recipe (:class:`release.tuners.presets.ModelBasedConfig`): its cost model,
         model optimizer, sampler and knowledge seeds from :func:`release.tuners.presets.build_components`.
-        ``name`` (a preset's) names the tuner in logs; the recipe is :attr:`config`, what it read from a
-        knowledge base :attr:`knowledge_read`.
+        ``name`` (a preset's; default ``config.name``) names the tuner in logs and, for a named tuner,
+        what its class declares (``warm_by_default``) is read off that class; the recipe is
+        :attr:`config`, what it read from a knowledge base :attr:`knowledge_read`.
 
         Raises
         ------
@@ -221,27 +238,56 @@ class ModelBasedTuner(RandomTuner):
             A bad recipe (see :meth:`release.tuners.presets.ModelBasedConfig.check`).
         """
         tuner = cls.__new__(cls)
-        tuner._build(task, config, seed)
-        if name is not None:
-            from . import TUNERS, tuner_class
-
-            tuner.name = name
-            if name in TUNERS:
-                tuner.warm_by_default = tuner_class(name).warm_by_default
+        tuner._build(task, config if name is None else replace(config, name=name), seed)
         return tuner
 
     def _build(self, task, config, seed: int | None) -> None:
         """Initialize from a recipe: the parts from :func:`release.tuners.presets.build_components`,
-        then :meth:`__init__` with them; :attr:`config` and :attr:`knowledge_read` set (the presets'
-        classes and :meth:`from_config` all build this way)."""
+        then the phases; :attr:`config` and :attr:`knowledge_read` set (the presets' classes and
+        :meth:`from_config` all build this way)."""
         from .presets import build_components
 
         cost_model, optimizer, sampler, seeds, read = build_components(task, config, seed)
-        ModelBasedTuner.__init__(self, task, cost_model, optimizer, plan_size=config.plan_size,
-                                 diversity_filter_ratio=config.diversity_filter_ratio, sampler=sampler, seed=seed,
-                                 local_search=config.local_search, seeds=seeds, seed_explore=config.seed_explore,
-                                 warm_explore=config.warm_explore)
-        self.config, self.knowledge_read = config, read
+        self._compose(task, config, cost_model, optimizer, sampler, seeds, seed, read=read)
+
+    # ------------------------------------------------------------------ the parts and phases' state
+    cost_model = property(lambda self: self.policy.model.cost_model, doc="The cost model (a CostModel).")
+    model_optimizer = property(lambda self: self.policy.model.model_optimizer, doc="The model optimizer.")
+    sampler = property(lambda self: self.policy.model.sampler, doc="The sampler (a Sampler).")
+    plan_size = property(lambda self: self.policy.model.plan_size, doc="Configs proposed per round.")
+    diversity_filter_ratio = property(lambda self: self.policy.model.diversity_filter_ratio,
+                                      doc="Candidates asked per plan config (None: no diversity filter).")
+    xs = property(lambda self: self.policy.model.xs, doc="Training set: measured configs.")
+    ys = property(lambda self: self.policy.model.ys, doc="Training set: their throughput (FLOP/s; 0: failed).")
+    train_ct = property(lambda self: self.policy.model.fits, doc="Cost-model fits so far.")
+    next_update = property(lambda self: self.policy.model.next_update,
+                           doc="Training-set size at which the next fit is due.")
+    trials_plan = property(lambda self: self.policy.plan_phase.configs,
+                           doc="The list in hand: the seeds until the first plan, then the model's plan.")
+    eps = property(lambda self: int(0.05 * self.plan_size),
+                   doc="AutoTVM's random picks per plan of ``plan_size`` (5%).")
+    random_picks = property(lambda self: self.policy.random.picks, doc="Random configs handed out.")
+    seeds = property(lambda self: self.policy.seeds.configs if self.policy.seeds is not None else [],
+                     doc="Transfer-tuning seeds, measured first.")
+    seed_explore = property(lambda self: self.policy.seed_explore, doc="See the class docstring.")
+    warm_explore = property(lambda self: self.policy.warm_explore, doc="See the class docstring.")
+    anchored_rounds = property(lambda self: self.policy.anchored_rounds,
+                               doc="Plans whose random share ``seed_explore`` raised.")
+    patience = property(lambda self: self.policy.patience,
+                        doc="Trials without a new best before the task is flattened (and the local phase starts).")
+    local_config = property(lambda self: self.policy.local.config if self.policy.local is not None else None,
+                            doc="The local phase's settings (None: no local phase).")
+    local = property(lambda self: self.policy.local.search if self.policy.local is not None else None,
+                     doc="The local phase's search once it started (DropletSearch), else None.")
+    local_started_at = property(lambda self: self.policy.local.started_at if self.policy.local is not None else None,
+                                doc="Trial count when the local phase last started (None: never).")
+    agent_checkpoint = property(lambda self: self.policy.model.checkpoint,
+                                doc="Where the optimizer's state is saved after every plan (None: nowhere).")
+
+    @property
+    def phase(self) -> str:
+        """The phase that proposes next: ``"local"``, ``"seeds"``, ``"model"`` or ``"random"``."""
+        return self.policy.current
 
     @property
     def rounds(self) -> int:
@@ -259,7 +305,7 @@ class ModelBasedTuner(RandomTuner):
         ckpt = agent_checkpoint_path(path, self.task.key)
         if ckpt == self.agent_checkpoint:
             return  # tune() called again on the same log (tune-model's chunks): the agent is already current
-        self.agent_checkpoint = ckpt
+        self.policy.model.checkpoint = ckpt
         older = agent_checkpoint_path(path, f"{self.task.name}/{self.task.legacy_digest()}")
         if not os.path.exists(ckpt) and os.path.exists(older):  # named by an older release's key: migrated
             ckpt = older  # read from there; saved under the current name from now on
@@ -278,156 +324,21 @@ class ModelBasedTuner(RandomTuner):
         """Whether this task stopped improving: ``patience`` trials without a new best and no
         local phase running (it never started, or it has no move left). Task schedulers hand the
         budget of a flattened task to tasks still improving."""
-        if self.best_config is None or self.trials - self.best_iter < self.patience:
-            return False
-        return self.local is None or self.local.exhausted
+        return self.policy.flattened(self)
 
     @property
     def in_local_phase(self) -> bool:
         """Whether the Droplet-style local phase proposes the configs now."""
-        return self.local is not None and not self.local.exhausted
+        return self.policy.applies("local")
 
     def next_batch(self, batch_size: int) -> list[tuple]:
-        if self.in_local_phase:
-            out = self.local.next(batch_size, self.visited)
-            if out:
-                return out
-            logger.info("%s: local search has no move left after %d moves (%d accepted); the model's plans resume",
-                        self.task.name, self.local.moves, self.local.accepted)
-            self._refit_and_plan()
-        if not self._warm_done and self.train_ct == 0 and self.cost_model.warm:
-            self._warm_done = True  # fit on the knowledge (and any resumed records) before the first round
-            self._warm_first_plan = len(self.xs) < self.plan_size  # little own data: explore beside the knowledge
-            self._refit_and_plan()
-            if not self.cost_model.fitted:
-                self._plan_pending, self.next_update = False, self.plan_size
-        if self._plan_pending:  # planning is search: booked as search_s by the session
-            self._plan_pending = False
-            self._make_plan()
-        out: list[tuple] = []
-        eps = self.eps_round
-        while len(out) < batch_size and len(self.visited) + len(out) < self.space.size:
-            while self.trial_pt < len(self.trials_plan) and (
-                self.trials_plan[self.trial_pt] in self.visited or self.trials_plan[self.trial_pt] in out
-            ):
-                self.trial_pt += 1
-            if self.trial_pt >= len(self.trials_plan) - eps:
-                # no plan yet, or the epsilon-greedy tail of the plan: a random unvisited config
-                got = [c for c in super().next_batch(1) if c not in out]
-                self.random_picks += len(got)
-                out.extend(got)
-                if self.trial_pt < len(self.trials_plan):
-                    self.trial_pt += 1
-            else:
-                out.append(self.trials_plan[self.trial_pt])
-                self.trial_pt += 1
-        return out
+        """Up to ``batch_size`` unvisited configs from the phases (:meth:`PhasePolicy.propose`)."""
+        return self.policy.propose(batch_size, self)
 
     def update(self, configs: Sequence[tuple], results: Sequence[MeasureResult]) -> None:
-        """AutoTVM's update (refit when due), then tell the optimizer the measured configs."""
-        for res in results:
-            flops = self.task.flop / res.mean_cost if res.ok and res.mean_cost > 0 else 0.0
-            self.xs.append(tuple(res.config))
-            self.ys.append(flops)
-            self.flops_max = max(self.flops_max, flops)
-            if res.ok and res.costs:
-                self._costs[tuple(res.config)] = list(res.costs)
-        if self.local_config is not None:
-            self._update_local(results)
-        if self.in_local_phase:
-            pass  # the local phase proposes; the model is refitted when it ends
-        elif len(self.xs) >= self.next_update and self.flops_max > 1e-6:
-            self._refit_and_plan()
-        if self.xs:
-            self.model_optimizer.observe(self.xs, self.ys)
-
-    def _update_local(self, results) -> None:
-        """Start the local phase after ``patience`` trials without a new best; feed it results."""
-        if self.in_local_phase:
-            if self.local.observe(results, self.visited):
-                logger.info("%s: local search moved to %s (%.4g s)", self.task.name, self.local.center,
-                            float(np.mean(self.local.center_costs)))
-            return
-        if self.best_config is None or self.trials - self.best_iter < self.patience:
-            return
-        if self.local is not None and self.local.exhausted and self.local.center == self.best_config:
-            return  # this best's neighbourhood is used up
-        from .local import DropletSearch
-
-        costs = self._costs.get(tuple(self.best_config), [self.best_cost])
-        self.local = DropletSearch(self.space, self.local_config,
-                                   score=self.cost_model.predict if self.train_ct else None)
-        self.local.start(self.best_config, costs, self.visited)
-        self.local_started_at = self.trials
-        logger.info("%s: best unchanged for %d trials: local search from %s", self.task.name,
-                    self.trials - self.best_iter, self.best_config)
-
-    def _refit_and_plan(self) -> None:
-        """Fit the cost model (booked as fit_s); the plan is made at the next ``next_batch``."""
-        xs = np.asarray(self.xs, dtype=np.int64)
-        ys = np.asarray(self.ys, dtype=np.float64)
-        self.cost_model.fit(xs, ys, self.plan_size)
-        self.train_ct += 1
-        self._plan_pending = True
-        self.next_update = float("inf")  # set when the plan is made
-
-    def _anchored(self) -> bool:
-        """Whether the best measured config is a seed or one knob away from one (the search has not
-        yet found anything better outside the seeds' neighbourhood)."""
-        best = self.best_config
-        if best is None:
-            return True
-        return any(sum(a != b for a, b in zip(best, s)) <= 1 for s in self.seeds)
-
-    def _make_plan(self) -> None:
-        """Ask the optimizer for the plan, thin it (diversity filter) and sample it (sampler)."""
-        if self.diversity_filter_ratio:
-            cands = self.model_optimizer.find_maximums(
-                self.cost_model, int(self.plan_size * self.diversity_filter_ratio), self.visited)
-            plan = submodular_pick(cands, self.plan_size)
-        else:
-            plan = self.model_optimizer.find_maximums(self.cost_model, self.plan_size, self.visited)
-        plan = [tuple(c) for c in plan]
-        plan = list(self.sampler.sample(plan, self.space, self.visited, self.plan_size))
-        # epsilon-greedy share (AutoTVM: 5% of a 64-config plan = 3; with a sampler: 5% of its picks)
-        self.eps_round = self.sampler.epsilon_count(len(plan), self.plan_size)
-        if self.seeds and self.seed_explore and self._anchored():  # the best is still a seed's: explore beside it
-            self.eps_round = max(self.eps_round, int(round(self.seed_explore * len(plan))))
-            self.anchored_rounds += 1
-        if self._warm_first_plan:  # the first warm round: part random, so the own model sees the whole space
-            self._warm_first_plan = False
-            self.eps_round = max(self.eps_round, int(round(self.warm_explore * len(plan))))
-        self.trials_plan = plan
-        self.trial_pt = 0
-        self.next_update = len(self.xs) + max(1, len(plan))
-        if self.agent_checkpoint is not None:
-            self.model_optimizer.save(self.agent_checkpoint)
-        stats = self.model_optimizer.stats
-        logger.debug("%s: refit %d on %d samples, plan of %d", self.task.name, self.train_ct, len(self.xs), len(plan))
-        if "mean_reward" in stats:
-            logger.info("%s round %d: agent reward/step %.4f, %d queries (%d distinct), plan %d, k=%s",
-                        self.task.name, self.train_ct, stats["mean_reward"], stats.get("queries", 0),
-                        stats.get("distinct", 0), len(self.trials_plan), self.sampler.last_k)
+        """AutoTVM's update (refit when due), the local phase's step, then tell the optimizer the
+        measured configs (:meth:`PhasePolicy.observe`)."""
+        self.policy.observe(configs, results, self)
 
 
-def submodular_pick(candidates: Sequence[tuple], num: int, knob_weight: float = 1.0) -> list[tuple]:
-    """AutoTVM's diversity filter with zero scores: greedily pick configs that add the most
-    unseen knob values (``submodular_pick(0 * scores, knobs, num, knob_weight=1)``), keeping
-    candidate order among ties."""
-    cands = [tuple(c) for c in candidates]
-    if len(cands) <= num:
-        return cands
-    chosen: list[int] = []
-    seen: list[set] = [set() for _ in range(len(cands[0]))]
-    remaining = list(range(len(cands)))
-    for _ in range(num):
-        best_i, best_gain = remaining[0], -1.0
-        for i in remaining:
-            gain = knob_weight * sum(1 for j, v in enumerate(cands[i]) if v not in seen[j])
-            if gain > best_gain:
-                best_i, best_gain = i, gain
-        chosen.append(best_i)
-        remaining.remove(best_i)
-        for j, v in enumerate(cands[best_i]):
-            seen[j].add(v)
-    return [cands[i] for i in chosen]
+__all__ = ["ModelBasedTuner", "submodular_pick"]

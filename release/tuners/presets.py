@@ -121,6 +121,10 @@ class ModelBasedConfig:
     (:attr:`release.tuners.model_based.ModelBasedTuner.seed_explore`)."""
     warm_explore: float = 0.5
     """Share of random configs in the first round of a warm start (transferred model)."""
+    name: str | None = None
+    """The tuner's name in logs (a preset's, which also says whose class's ``warm_by_default`` the
+    tuner has: :meth:`release.tuners.model_based.ModelBasedTuner.from_preset` sets it); None: the
+    tuner class's own."""
 
     def check(self) -> "ModelBasedConfig":
         """Validate the names and the plan size (the other numbers are checked by the parts that use them).
