@@ -17,6 +17,14 @@ once per task, after the last chunk. The policies:
   trials without a new best and no local phase left, :attr:`release.tuners.model_based.ModelBasedTuner.flattened`)
   are passed over while any other task is still improving, so their budget goes to those tasks;
   when every task has flattened, all compete again.
+- fixed budgets (:class:`FixedBudgets`, :func:`split_budget`): each task's trials fixed up front
+  (``equal`` or by ``flop``), tasks in order; what ``tune_model_ray`` did before the scheduler ran it.
+
+Where a chunk runs is the scheduler's *executor*: :class:`InProcessExecutor` (default) runs one chunk
+at a time in this process through the task's tuner; :class:`release.distributed.ray_executor.RayExecutor`
+hands chunks to one long-lived Ray actor per task, up to the cluster's capacity at once. An executor
+has ``capacity`` (chunks at once), ``submit(i, n)``, ``wait()`` (the chunks that returned, as
+``(task index, trials gained)``) and ``finish(indices)`` (each begun task's end, once).
 """
 
 from __future__ import annotations
@@ -45,6 +53,10 @@ class RoundRobin:
 
     def exhausted(self, i: int) -> None:
         pass
+
+    def room(self, i: int, tuner) -> int | None:
+        """Trials task ``i`` may still get (``None``: no limit of its own; the run's budget applies)."""
+        return None
 
 
 class GradientBased(RoundRobin):
@@ -102,6 +114,63 @@ class GradientBased(RoundRobin):
         return best_i
 
 
+def split_budget(tasks, n_trial: int, split: str = "equal") -> list[int]:
+    """Trials per task (same order as ``tasks``), summing to ``n_trial``.
+
+    ``"equal"``: ``n_trial // len(tasks)`` each, the remainder one by one to the first tasks
+    (:func:`release.relax.extract_tasks` sorts heaviest first). ``"flop"``: proportional to
+    ``weight * flop`` (largest remainders), at least 1 each.
+
+    Raises
+    ------
+    TunerError
+        Unknown ``split``, or fewer trials than tasks.
+    """
+    n = len(tasks)
+    if n_trial < n:
+        raise TunerError(f"n_trial={n_trial} is fewer than the {n} tasks; give at least one trial per task")
+    if split == "equal":
+        return [n_trial // n + (1 if i < n_trial % n else 0) for i in range(n)]
+    if split == "flop":
+        w = [max(float(t.flop) * max(int(t.weight), 1), 1.0) for t in tasks]
+        spare = n_trial - n
+        share = [spare * x / sum(w) for x in w]
+        out = [1 + int(s) for s in share]
+        for i in sorted(range(n), key=lambda i: -(share[i] - int(share[i])))[: n_trial - sum(out)]:
+            out[i] += 1
+        return out
+    raise TunerError(f"unknown budget split {split!r}; use 'equal' or 'flop'")
+
+
+class FixedBudgets(RoundRobin):
+    """Budgets fixed up front: task ``i`` gets chunks until it has ``budgets[i]`` trials (resumed
+    ones included); the first idle task in order with room left gets the next chunk.
+
+    Parameters
+    ----------
+    tasks : list[Task]
+    budgets : list[int]
+        Trials per task, same order (:func:`split_budget`).
+
+    Raises
+    ------
+    TunerError
+        ``budgets`` not one per task.
+    """
+
+    def __init__(self, tasks, budgets, seed: int | None = None):
+        super().__init__(tasks, seed)
+        if len(budgets) != len(tasks):
+            raise TunerError(f"{len(budgets)} budgets for {len(tasks)} tasks")
+        self.budgets = [int(b) for b in budgets]
+
+    def next_task(self, tuners, alive: list[int]) -> int:
+        return alive[0]
+
+    def room(self, i: int, tuner) -> int | None:
+        return max(0, self.budgets[i] - tuner.trials)
+
+
 def make_scheduler(name: str, tasks, seed: int | None = None):
     """``round-robin`` or ``gradient``.
 
@@ -117,40 +186,127 @@ def make_scheduler(name: str, tasks, seed: int | None = None):
     raise TunerError(f"unknown task scheduler {name!r}; choose round-robin or gradient")
 
 
-class TaskScheduler:
-    """One model's tuning loop over its tasks' sessions (MetaSchedule's ``TaskScheduler``).
+class InProcessExecutor:
+    """Runs each chunk in this process, one at a time, through the task's tuner (the default executor).
 
-    Each step asks the policy for a task (:meth:`next_task_id`) and runs that task's session for
-    ``chunk`` trials (:meth:`release.tuners.tuner.Tuner.run_trials`: ask -> measure -> tell, every
-    result to the callbacks the moment it completes). A task's life cycle around its chunks runs
-    once: :meth:`~release.tuners.tuner.Tuner.begin` (``on_start``; the records were resumed by the
-    caller) before its first chunk, :meth:`~release.tuners.tuner.Tuner.end` (the output check of its
-    best config, its rejection summary, ``on_finish``) after the budget is spent. So a model run's
-    log holds one output check and its rejections file one line per task, however many chunks the
-    task got.
+    A task's :meth:`~release.tuners.tuner.Tuner.begin` (callbacks' ``on_start``; the records were
+    resumed by the caller) and its :class:`release.measure.Measurer` (over the one shared
+    ``measure_option``) are made before its first chunk; :meth:`finish` runs each begun task's
+    :meth:`~release.tuners.tuner.Tuner.end` (output check, rejection summary, ``on_finish``) once.
+
+    Parameters
+    ----------
+    measure_option : dict
+        :func:`release.measure.measure_option`: one builder and runner for every task.
+    callbacks : list
+        Tuner callbacks given every task's results (the log first).
+    check_output : bool
+        Check each task's best config against its reference at its end (default True).
+    """
+
+    capacity = 1
+
+    def __init__(self, measure_option=None, callbacks=(), check_output: bool = True):
+        self.measure_option = measure_option
+        self.callbacks = list(callbacks)
+        self.check_output = check_output
+        self.tasks: list = []
+        self.tuners: list = []
+        self._cbs: dict[int, list] = {}  # task index -> its callbacks, once begun
+        self._measurers: dict[int, object] = {}
+        self._queue: list[tuple[int, int]] = []
+
+    def bind(self, tasks, tuners) -> None:
+        """The scheduler's tasks and their tuners (same order); called once by :class:`TaskScheduler`."""
+        self.tasks, self.tuners = list(tasks), list(tuners)
+
+    @property
+    def begun(self) -> list[int]:
+        """Indices of the tasks whose life cycle has begun (their end is still due)."""
+        return sorted(self._cbs)
+
+    def submit(self, i: int, n: int) -> None:
+        """Queue up to ``n`` more trials for task ``i``; they run in :meth:`wait`."""
+        self._queue.append((i, n))
+
+    def wait(self) -> list[tuple[int, int]]:
+        """Run the oldest queued chunk; returns ``[(i, trials it measured)]``."""
+        from .measure import Measurer
+
+        i, n = self._queue.pop(0)
+        tu = self.tuners[i]
+        if i not in self._cbs:
+            self._cbs[i] = tu.begin(self.callbacks, tu.trials + n, resume=False)
+            self._measurers[i] = Measurer(self.tasks[i], self.measure_option)
+            tu.bind_measurer(self._measurers[i])
+        before = tu.trials
+        tu.run_trials(self._measurers[i], before + n, self._cbs[i])
+        return [(i, tu.trials - before)]
+
+    def finish(self, indices) -> None:
+        """Each given begun task's :meth:`~release.tuners.tuner.Tuner.end`, once; every task's end
+        runs even when one raises (the first error is raised after)."""
+        err = None
+        for i in indices:
+            cbs = self._cbs.pop(i, None)
+            if cbs is None:
+                continue
+            try:
+                self.tuners[i].end(cbs, check_output=self.check_output)
+            except Exception as e:  # noqa: BLE001 - the other tasks still get their check and summary
+                err = err or e
+        self._queue.clear()
+        if err is not None:
+            raise err
+
+
+class TaskScheduler:
+    """One model's tuning loop over its tasks (MetaSchedule's ``TaskScheduler``).
+
+    Each step asks the policy for a task (:meth:`next_task_id`, among the tasks with configs left,
+    no chunk running and room under the policy's own limit) and hands that task ``chunk`` trials to
+    the executor. The default :class:`InProcessExecutor` runs the task's session here
+    (:meth:`release.tuners.tuner.Tuner.run_trials`: ask -> measure -> tell, every result to the
+    callbacks the moment it completes), one chunk at a time; an executor with a ``capacity`` above
+    one (:class:`release.distributed.ray_executor.RayExecutor`) runs that many chunks at once, and
+    whenever one returns the policy picks the next task among the idle ones. A task's life cycle
+    around its chunks runs once: its begin (``on_start``) before its first chunk, its end (the output
+    check of its best config, its rejection summary, ``on_finish``) after the budget is spent. So a
+    model run's log holds one output check and its rejections file one line per task, however many
+    chunks the task got.
 
     Parameters
     ----------
     tasks : list[Task]
         In the order the policy's first round visits them (``tune_model``: heaviest latency share first).
     tuners : dict
-        Task key -> tuner (:class:`release.tuners.tuner.Tuner`), already resumed from the log.
+        Task key -> tuner (:class:`release.tuners.tuner.Tuner`), already resumed from the log; with
+        another executor, any object with ``trials``, ``best_cost`` (s), ``best_config``,
+        ``flattened`` and ``has_next()`` the executor keeps current (the Ray executor's
+        :class:`release.distributed.ray_executor.RemoteTask`).
     policy : str or RoundRobin
         ``"gradient"`` (default), ``"round-robin"`` (:func:`make_scheduler`) or a policy object
-        with ``next_task(tuners, alive)``, ``observe(i, tuner)`` and ``exhausted(i)``.
+        with ``next_task(tuners, alive)``, ``observe(i, tuner)``, ``exhausted(i)`` and
+        ``room(i, tuner)`` (:class:`RoundRobin`'s subclasses, :class:`FixedBudgets`).
     measure_option : dict
-        :func:`release.measure.measure_option`: one builder and runner (worker pools) for every
-        task; each task gets its own :class:`release.measure.Measurer` over them, made once.
+        :func:`release.measure.measure_option` of the default executor: one builder and runner
+        (worker pools) for every task; each task gets its own :class:`release.measure.Measurer`
+        over them, made once.
     callbacks : list
-        Tuner callbacks given every task's results (the log first).
+        Tuner callbacks of the default executor, given every task's results (the log first).
     chunk : int
         Trials per scheduling step (``tune_model``: the builder's ``n_parallel`` x 4, at least 8).
     check_output : bool
-        Check each task's best config against its reference at the end (default True).
+        The default executor checks each task's best config against its reference at the end
+        (default True).
     seed : int, optional
         Seed of the policy's random picks.
     on_chunk : callable, optional
         ``on_chunk(tuner, gained)`` after every chunk (progress).
+    executor : optional
+        Where chunks run (default: an :class:`InProcessExecutor` over ``measure_option``,
+        ``callbacks`` and ``check_output``); an object with ``bind(tasks, tuners)``, ``capacity``,
+        ``begun``, ``submit(i, n)``, ``wait()`` and ``finish(indices)``.
 
     Raises
     ------
@@ -159,7 +315,8 @@ class TaskScheduler:
     """
 
     def __init__(self, tasks, tuners: dict, policy="gradient", measure_option=None, callbacks=(),
-                 chunk: int = 8, check_output: bool = True, seed: int | None = None, on_chunk=None):
+                 chunk: int = 8, check_output: bool = True, seed: int | None = None, on_chunk=None,
+                 executor=None):
         if not isinstance(chunk, (int, np.integer)) or chunk < 1:
             raise TunerError(f"chunk={chunk!r} must be a positive number of trials")
         self.tasks = list(tasks)
@@ -170,9 +327,11 @@ class TaskScheduler:
         self.chunk = int(chunk)
         self.check_output = check_output
         self.on_chunk = on_chunk
-        self._cbs: dict[int, list] = {}  # task index -> its callbacks, once begun
-        self._measurers: dict[int, object] = {}
+        self.executor = executor if executor is not None else InProcessExecutor(measure_option, callbacks,
+                                                                                check_output)
+        self.executor.bind(self.tasks, self.tuners)
         self.chunks = [0] * len(self.tasks)
+        self.running: dict[int, int] = {}  # task index -> trials of its chunk in flight
 
     @property
     def used(self) -> int:
@@ -180,35 +339,44 @@ class TaskScheduler:
         return sum(tu.trials for tu in self.tuners)
 
     def next_task_id(self) -> int:
-        """The task the policy gives the next chunk to, or -1 when no task has a config left."""
-        alive = [i for i, tu in enumerate(self.tuners) if tu.has_next()]
+        """The task the policy gives the next chunk to, or -1 when no idle task has a config and
+        room left."""
+        alive = [i for i, tu in enumerate(self.tuners)
+                 if i not in self.running and tu.has_next() and self.policy.room(i, tu) != 0]
         if not alive:
             return -1
         return self.policy.next_task(self.tuners, alive)
 
-    def run_chunk(self, i: int, n: int) -> int:
-        """Give task ``i`` up to ``n`` more trials; returns the trials it measured."""
-        from .measure import Measurer
+    def _chunk_size(self, i: int, left: int) -> int:
+        room = self.policy.room(i, self.tuners[i])
+        return min(self.chunk, left, room) if room is not None else min(self.chunk, left)
 
-        tu = self.tuners[i]
-        if i not in self._cbs:
-            self._cbs[i] = tu.begin(self.callbacks, tu.trials + n, resume=False)
-            self._measurers[i] = Measurer(self.tasks[i], self.measure_option)
-            tu.bind_measurer(self._measurers[i])
-        before = tu.trials
-        tu.run_trials(self._measurers[i], before + n, self._cbs[i])
+    def _book(self, i: int, gained: int) -> None:
+        self.running.pop(i, None)
         self.chunks[i] += 1
-        gained = tu.trials - before
+        tu = self.tuners[i]
         self.policy.observe(i, tu)
         if gained == 0:
             self.policy.exhausted(i)
         if self.on_chunk is not None:
             self.on_chunk(tu, gained)
-        return gained
+
+    def run_chunk(self, i: int, n: int) -> int:
+        """Give task ``i`` up to ``n`` more trials and wait for them; returns the trials it measured."""
+        self.running[i] = n
+        self.executor.submit(i, n)
+        while True:
+            for j, gained in self.executor.wait():
+                self._book(j, gained)
+                if j == i:
+                    return gained
 
     def run(self, n_trial: int) -> int:
         """Chunks until ``n_trial`` trials in all (resumed ones included) or no task has a config
         left, then each begun task's end (output check, rejection summary, ``on_finish``).
+
+        Up to the executor's ``capacity`` chunks are in flight at once; their trials count against
+        ``n_trial`` from the moment they are handed out, so the run never exceeds it.
 
         Returns
         -------
@@ -217,24 +385,28 @@ class TaskScheduler:
         """
         used = self.used
         try:
-            while used < n_trial:
-                i = self.next_task_id()
-                if i < 0:
+            while True:
+                while len(self.running) < self.executor.capacity:
+                    left = n_trial - used - sum(self.running.values())
+                    if left <= 0:
+                        break
+                    i = self.next_task_id()
+                    if i < 0:
+                        break
+                    n = self._chunk_size(i, left)
+                    self.running[i] = n
+                    self.executor.submit(i, n)
+                if not self.running:
                     break
-                used += self.run_chunk(i, min(self.chunk, n_trial - used))
+                for i, gained in self.executor.wait():
+                    used += gained
+                    self._book(i, gained)
         finally:
+            self.running.clear()
             self.finish()
         return self.used
 
     def finish(self) -> None:
-        """Each begun task's :meth:`~release.tuners.tuner.Tuner.end`, once; every task's end runs
-        even when one raises (the first error is raised after)."""
-        err = None
-        for i in sorted(self._cbs):
-            try:
-                self.tuners[i].end(self._cbs[i], check_output=self.check_output)
-            except Exception as e:  # noqa: BLE001 - the other tasks still get their check and summary
-                err = err or e
-        self._cbs.clear()
-        if err is not None:
-            raise err
+        """Each begun task's end (:meth:`~release.tuners.tuner.Tuner.end` in process), once; every
+        task's end runs even when one raises (the first error is raised after)."""
+        self.executor.finish(self.executor.begun)

@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from release import model as M
+from release import relax as M
 from release.callback import Callback
 from release.errors import TunerError
 from release.measure import load_records
@@ -129,3 +129,68 @@ def test_a_config_found_wrong_never_reaches_the_database(matmul_task, tmp_path):
     assert stored(tmp_path / "db2") == 0  # nothing before the task's end
     db.on_finish(tu)
     assert stored(tmp_path / "db2") == len(ok) - 1
+
+
+class _Stand:
+    """A task's state as a remote executor keeps it: what the policies read."""
+
+    def __init__(self):
+        self.trials, self.best_cost, self.best_config, self.flattened = 0, float("inf"), None, False
+
+    def has_next(self):
+        return True
+
+
+class _TwoAtOnce:
+    """An executor running two chunks at once; a chunk returns in the order it was handed out and
+    books its trials (the best improving with them)."""
+
+    capacity = 2
+
+    def bind(self, tasks, tuners):
+        self.tuners, self.queue, self.handed, self.finished = tuners, [], [], None
+
+    @property
+    def begun(self):
+        return sorted({i for i, _ in self.handed})
+
+    def submit(self, i, n):
+        assert i not in [j for j, _ in self.queue], "a task with a chunk in flight got another"
+        self.queue.append((i, n))
+        self.handed.append((i, n))
+
+    def wait(self):
+        i, n = self.queue.pop(0)
+        tu = self.tuners[i]
+        tu.trials += n
+        tu.best_config, tu.best_cost = (0,), 1.0 / tu.trials
+        return [(i, n)]
+
+    def finish(self, indices):
+        self.finished = list(indices)
+
+
+class _Named:
+    def __init__(self, key, flop=1.0, weight=1):
+        self.key, self.name, self.flop, self.weight = key, key, flop, weight
+
+
+def test_an_executor_with_capacity_runs_chunks_at_once_and_the_policy_picks_among_the_idle():
+    """Two chunks in flight; when one returns, the policy picks the next task among the idle ones;
+    in-flight trials count against the budget; each begun task ends once."""
+    from release.scheduler import FixedBudgets, TaskScheduler
+
+    tasks = [_Named("a"), _Named("b"), _Named("c")]
+    ex = _TwoAtOnce()
+    sched = TaskScheduler(tasks, {t.key: _Stand() for t in tasks}, "round-robin", chunk=3, executor=ex)
+    assert sched.run(10) == 10
+    assert ex.handed == [(0, 3), (1, 3), (2, 3), (0, 1)]
+    assert ex.finished == [0, 1, 2] and sched.chunks == [2, 1, 1]
+    # budgets fixed up front: each task's chunks stop at its budget
+    ex = _TwoAtOnce()
+    sched = TaskScheduler(tasks, {t.key: _Stand() for t in tasks}, FixedBudgets(tasks, [5, 2, 3]), chunk=3,
+                          executor=ex)
+    assert sched.run(10) == 10
+    assert ex.handed == [(0, 3), (1, 2), (0, 2), (2, 3)]
+    with pytest.raises(TunerError, match="2 budgets for 3 tasks"):
+        FixedBudgets(tasks, [1, 2])

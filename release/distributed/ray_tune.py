@@ -1,47 +1,51 @@
-"""Tune a model's tasks on a Ray cluster: one Ray task per tuning task, each with its own log shard.
+"""Tune a model's tasks on a Ray cluster: the model's task scheduler hands chunks to one Ray actor per task.
 
 How a run goes (:func:`tune_model_ray`):
 
-1. The trial budget is split over the tasks, fixed up front (every task runs at once, so the
-   sequential task schedulers of :mod:`release.scheduler` do not apply): ``split="equal"``
-   (default; the remainder goes to the heaviest tasks first) or ``split="flop"`` (proportional to
-   ``weight * flop``, at least one trial per task).
-2. Resume: shards already on disk (``<log>.shards/``) are merged into the main log, and a task
-   with as many records as its budget is not started again. So a coordinator killed and
+1. Resume: shards already on disk (``<log>.shards/``) are merged into the main log; each task's
+   trials there (this machine's) resume the coordinator's view of it. So a coordinator killed and
    restarted with the same arguments measures nothing twice.
-3. Each remaining task becomes one Ray task (``num_cpus=cpus_per_task``, ``max_retries``). The Ray
-   worker rebuilds the :class:`release.task.Task` from the IRModule's TVM JSON
-   (``tvm.ir.save_json`` / ``load_json``) and the target JSON (same key, checked), makes its own
-   builder and runner (local to that Ray node, or the RPC tracker), and runs
-   ``get_tuner(...).tune(budget, callbacks=[log_to_file(shard)])``. Every measurement is flushed
-   to the shard as it completes; a retried Ray task (its worker died) reopens the shard and
-   resumes from it. The records the coordinator already holds are handed in too, so a retry on
-   another node (no shared disk) still does not re-measure them.
-4. As each Ray task finishes it returns its shard's records; the coordinator appends to the main
-   log those it does not have yet (key ``(task, config)``: merging is idempotent).
+2. The loop is :class:`release.scheduler.TaskScheduler` with the Ray executor
+   (:class:`release.distributed.ray_executor.RayExecutor`): its policy picks a task, the task's
+   long-lived actor measures a chunk of trials, up to the cluster's capacity (its CPUs over
+   ``cpus_per_task``) chunks at once; when one returns, the policy picks the next task among the
+   idle ones. Policies: ``scheduler="gradient"`` or ``"round-robin"`` as in :func:`release.relax.tune_model`;
+   without a scheduler (or with ``split="flop"``) budgets fixed up front
+   (:class:`release.scheduler.FixedBudgets`, :func:`release.scheduler.split_budget`: ``"equal"``, the
+   remainder to the heaviest tasks first, or ``"flop"``, proportional to ``weight * flop``), and a
+   task whose log already holds its budget is not started again.
+3. An actor rebuilds its :class:`release.task.Task` from the IRModule's TVM JSON and the target JSON
+   (same key, checked), writes the records the coordinator holds into its shard, resumes from it
+   and makes its own builder and runner (local to its node, or the RPC tracker). Every measurement
+   is flushed to the shard as it completes; an actor whose process dies is restarted by Ray
+   (``max_retries``) and resumes from its shard.
+4. Each chunk returns the shard's new lines; the coordinator appends to the main log those it does
+   not have yet (key ``(task, config)``: merging is idempotent). At the end each actor runs its
+   task's output check and rejection summary once.
 
-Ray is imported only here: without ``--ray`` nothing needs it.
+Ray is imported only in :mod:`release.distributed`: without ``--ray`` nothing needs it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
-import socket
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..errors import ReleaseError, TunerError, check_n_trial
+from ..errors import TunerError, check_n_trial
 from ..measure.records import Record
+from ..scheduler import FixedBudgets, TaskScheduler, split_budget
+from .cluster import (ClusterError, _read_lines, connect, make_measure_option, merge_lines, merge_shards,
+                      shard_path)
+from .ray_executor import RayExecutor, RemoteTask, TaskActor
+
+__all__ = ["ClusterError", "MEASURE_DEFAULTS", "TaskSummary", "connect", "make_measure_option",
+           "measure_args_from_cli", "merge_lines", "merge_shards", "shard_path", "split_budget", "summarize",
+           "tune_model_ray"]
 
 logger = logging.getLogger(__name__)
-
-
-class ClusterError(ReleaseError):
-    """A Ray cluster that cannot be used (no answer at the address, Ray not installed, ...)."""
 
 
 def _measure_defaults() -> dict:
@@ -62,202 +66,27 @@ def measure_args_from_cli(args) -> dict:
     return MeasureConfig.from_args(args).to_dict()
 
 
-def make_measure_option(measure_args: dict | None, cpus: int = 1) -> dict:
-    """Builder and runner from ``measure_args`` (made inside a Ray worker, or to check up front):
-    :meth:`release.measure.MeasureConfig.make_option` with the builder's ``n_parallel`` defaulting
-    to ``cpus`` (the Ray task's CPUs); an RPC runner's ``n_parallel`` defaults to the key's free
-    devices.
-
-    Raises
-    ------
-    TunerError
-        Unknown keys or bad values.
-    """
-    from ..measure.config import MeasureConfig
-
-    return MeasureConfig.from_dict(measure_args).make_option(cpus=cpus)
-
-
-def split_budget(tasks: Sequence, n_trial: int, split: str = "equal") -> list[int]:
-    """Trials per task (same order as ``tasks``), summing to ``n_trial``.
-
-    ``"equal"``: ``n_trial // len(tasks)`` each, the remainder one by one to the first tasks
-    (:func:`release.model.extract_tasks` sorts heaviest first). ``"flop"``: proportional to
-    ``weight * flop`` (largest remainders), at least 1 each.
-
-    Raises
-    ------
-    TunerError
-        Unknown ``split``, or fewer trials than tasks.
-    """
-    n = len(tasks)
-    if n_trial < n:
-        raise TunerError(f"n_trial={n_trial} is fewer than the {n} tasks; give at least one trial per task")
-    if split == "equal":
-        return [n_trial // n + (1 if i < n_trial % n else 0) for i in range(n)]
-    if split == "flop":
-        w = [max(float(t.flop) * max(int(t.weight), 1), 1.0) for t in tasks]
-        spare = n_trial - n
-        share = [spare * x / sum(w) for x in w]
-        out = [1 + int(s) for s in share]
-        for i in sorted(range(n), key=lambda i: -(share[i] - int(share[i])))[: n_trial - sum(out)]:
-            out[i] += 1
-        return out
-    raise TunerError(f"unknown budget split {split!r}; use 'equal' or 'flop'")
-
-
-def shard_path(log: str, task) -> str:
-    """``<log>.shards/<task name>.<hash>.jsonl``: the log shard of ``task``."""
-    name, _, digest = task.key.rpartition("/")
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80]
-    return os.path.join(f"{log}.shards", f"{safe}.{digest}.jsonl")
-
-
-def _read_lines(path: str) -> list[str]:
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return [l.rstrip("\n") for l in f if l.strip()]
-
-
-def _ident(line: str):
-    try:
-        d = json.loads(line)
-        return d["task"], tuple(int(x) for x in d["config"])
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
-def merge_lines(log: str, lines: Sequence[str]) -> int:
-    """Append to ``log`` the record lines whose ``(task, config)`` it does not hold yet.
-
-    Idempotent: merging the same shard twice adds nothing. Unreadable lines are skipped.
-
-    Returns
-    -------
-    int
-        Records appended.
-    """
-    have = {i for i in map(_ident, _read_lines(log)) if i is not None}
-    new = []
-    for line in lines:
-        i = _ident(line)
-        if i is not None and i not in have:
-            have.add(i)
-            new.append(line)
-    if new:
-        os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
-        with open(log, "a", encoding="utf-8") as f:
-            f.write("".join(l + "\n" for l in new))
-            f.flush()
-            os.fsync(f.fileno())
-    return len(new)
-
-
-def merge_shards(log: str) -> int:
-    """Merge every shard under ``<log>.shards/`` into ``log``; returns records appended."""
-    folder = f"{log}.shards"
-    if not os.path.isdir(folder):
-        return 0
-    n = 0
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".jsonl"):
-            n += merge_lines(log, _read_lines(os.path.join(folder, name)))
-    return n
-
-
-def connect(address: str | None = "local", num_cpus: int | None = None, timeout: float = 10.0) -> bool:
-    """Connect to (or start) a Ray cluster; returns True if this call started/connected Ray.
-
-    Parameters
-    ----------
-    address : str
-        ``"local"`` (a new cluster on this machine with ``num_cpus`` CPUs), ``"auto"`` (the cluster
-        started on this machine by ``ray start``), ``"HOST:PORT"`` (a cluster's GCS address) or
-        ``"ray://HOST:PORT"`` (Ray client). If Ray is already initialized it is used as is.
-    timeout : float
-        Seconds to wait for ``HOST:PORT`` to accept a connection.
-
-    Raises
-    ------
-    ClusterError
-        Ray missing, nothing answers at the address within ``timeout`` s, or Ray fails to connect.
-    """
-    try:
-        import ray
-    except ImportError:
-        raise ClusterError("--ray needs Ray: pip install 'release[ray]'") from None
-    if ray.is_initialized():
-        return False
-    address = address or "local"
-    kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
-    if address == "local":
-        ray.init(num_cpus=num_cpus, **kwargs)
-        return True
-    if address != "auto":
-        hostport = address.split("://", 1)[-1]
-        host, _, port = hostport.rpartition(":")
-        if not port.isdigit() or not host:
-            raise ClusterError(f"bad Ray address {address!r}: give HOST:PORT (e.g. 10.0.0.5:6379), 'auto' or 'local'")
-        try:
-            with socket.create_connection((host, int(port)), timeout=timeout):
-                pass
-        except OSError as err:
-            raise ClusterError(
-                f"no Ray cluster answers at {address} ({err.strerror or err}) within {timeout:g} s; start one with "
-                f"`ray start --head --port {port}` or use --ray local"
-            ) from None
-    try:
-        if address.startswith("ray://"):
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-        else:
-            ray.init(address=address, **kwargs)
-    except Exception as err:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ...
-        msg = [l.strip() for l in str(err).splitlines() if l.strip()]
-        raise ClusterError(f"cannot join the Ray cluster at {address}: {msg[0][:300] if msg else err!r}") from None
-    return True
-
-
 def _tune_one(mod_json: str, target_json: str, name: str, weight: int, key: str, budget: int, tuner: str,
               seed: int, measure_args: dict, shard: str, prior: list, cpus: int, tuner_kwargs: dict) -> dict:
-    """Body of the Ray task: tune one task into its shard; returns the shard's records and a summary."""
-    import tvm
-
-    from ..measure.records import log_to_file
-    from ..task import Task
-    from ..tuners import get_tuner
-
-    task = Task(tvm.ir.load_json(mod_json), json.loads(target_json), name=name, weight=weight)
-    if task.key != key:
-        raise TunerError(f"task {name} rebuilt on the Ray worker has key {task.key}, expected {key}")
-    merge_lines(shard, prior)  # records the coordinator holds; a retry finds its own ones in the shard
-    resumed = len(_read_lines(shard))
-    with open(shard + ".pid", "w") as f:  # lets an operator (or a test) find the worker
-        f.write(str(os.getpid()))
-    opt = make_measure_option(measure_args, cpus)
-    tu = get_tuner(tuner, task, seed=seed, **(tuner_kwargs or {}))
-    t0 = time.time()
+    """One task's actor life in this process (:class:`release.distributed.ray_executor.TaskActor`):
+    tune it into its shard up to ``budget`` trials (resumed ones included) in one chunk, then its end;
+    returns the shard's records (``lines``), ``resumed``, ``trials``, ``wall_s``, ``pid``, ``node``."""
+    actor = TaskActor(mod_json, target_json, name, weight, key, tuner, seed, measure_args, shard, prior, cpus,
+                      tuner_kwargs)
     try:
-        tu.tune(budget, opt, callbacks=[log_to_file(shard)])
+        actor.begin(budget)
+        actor.run_chunk(uuid.uuid4().hex, max(0, int(budget) - actor.tuner.trials))
     finally:
-        opt["builder"].close()
-        opt["runner"].close()
-    return {"key": key, "lines": _read_lines(shard), "resumed": resumed, "trials": tu.trials,
-            "wall_s": time.time() - t0, "pid": os.getpid(), "node": _node_ip()}
-
-
-def _node_ip() -> str:
-    try:
-        import ray
-
-        return ray.util.get_node_ip_address()
-    except Exception:  # noqa: BLE001
-        return "?"
+        out = actor.finish()
+    return {"key": key, "lines": _read_lines(shard), "resumed": out["resumed"], "trials": out["trials"],
+            "wall_s": out["wall_s"], "pid": out["pid"], "node": out["node"]}
 
 
 @dataclass
 class TaskSummary:
-    """Per-task result read back from the merged log (what ``TuneModelResult.table`` needs)."""
+    """Per-task result read back from the merged log (what ``TuneModelResult.table`` needs): ``trials``,
+    ``best_cost`` (s), ``best_config``, ``best_flops`` (FLOP/s); from the task's actor, where it ran:
+    ``wall_s`` (seconds in its chunks), ``resumed`` (shard records at its process's start), ``node``."""
 
     trials: int = 0
     best_cost: float = float("inf")
@@ -300,59 +129,72 @@ def tune_model_ray(tasks: list, n_trial: int, log: str, tuner: str = "random", m
                    address: str | None = "local", split: str = "equal", seed: int = 0, num_cpus: int | None = None,
                    cpus_per_task: int = 1, max_retries: int = 3, progress: bool = True,
                    tuner_kwargs: dict | None = None, connect_timeout: float = 10.0, scheduler: str | None = None):
-    """Tune ``tasks`` on a Ray cluster, one Ray task per tuning task; resumable from ``log``.
+    """Tune ``tasks`` on a Ray cluster, one long-lived Ray actor per task, chunks handed out by the
+    model's task scheduler; resumable from ``log``.
 
     Parameters
     ----------
     tasks : list[Task]
-        From :func:`release.model.extract_tasks`.
+        From :func:`release.relax.extract_tasks`.
     n_trial : int
-        Total measured configs over all tasks, split by ``split`` (see :func:`split_budget`).
+        Total measured configs over all tasks (resumed ones included).
     log : str
-        Main JSON-lines log; shards live in ``<log>.shards/`` and are merged into it.
+        Main JSON-lines log; shards live in ``<log>.shards/`` and are merged into it as chunks return.
     tuner : str
         Tuner name for every task.
     measure_args : dict, optional
-        Measurement settings made into a builder and runner on each Ray worker: keys of
-        :data:`MEASURE_DEFAULTS` (``runner`` ``"local"``: runs on the worker's node; ``"rpc"``:
+        Measurement settings made into a builder and runner in each actor: keys of
+        :data:`MEASURE_DEFAULTS` (``runner`` ``"local"``: runs on the actor's node; ``"rpc"``:
         through the tracker ``rpc_host:rpc_port`` with ``rpc_key``). See :func:`measure_args_from_cli`.
     address : str
         Ray address, see :func:`connect` (default ``"local"``: a cluster on this machine).
+    split : str
+        Budgets fixed up front (:func:`release.scheduler.split_budget`): ``"equal"`` (default) or
+        ``"flop"``. Used when ``scheduler`` is None; ``"flop"`` is used whatever ``scheduler`` says.
     num_cpus : int, optional
-        CPUs of a ``"local"`` cluster (default: all), i.e. how many tasks tune at once.
+        CPUs of a ``"local"`` cluster (default: all), i.e. how many chunks run at once.
     cpus_per_task : int
-        CPUs each Ray task reserves (and its builder's default worker count; default 1).
+        CPUs one running chunk counts against the cluster's (and its builder's default worker count;
+        default 1).
     max_retries : int
-        Times Ray reruns a task whose worker died; the rerun resumes from its shard (default 3).
+        Times Ray restarts a task's actor whose process died, and retries the chunk it was running;
+        the restart resumes from its shard (default 3).
     scheduler : str, optional
-        Accepted for ``tune_model`` compatibility and ignored: all tasks run at once.
+        ``"gradient"`` or ``"round-robin"``: the policy of :class:`release.scheduler.TaskScheduler`
+        picks the next task among the idle ones whenever a chunk returns (as in
+        :func:`release.relax.tune_model`; the tasks heaviest share of the latency first). None
+        (default): the ``split`` budgets.
 
     Returns
     -------
-    release.model.TuneModelResult
+    release.relax.TuneModelResult
         ``tuners`` maps each task key to a :class:`TaskSummary` read from the merged log.
 
     Raises
     ------
     TunerError
-        Bad ``n_trial``, ``split``, ``measure_args``, or no task.
+        Bad ``n_trial``, ``split``, ``scheduler``, ``measure_args``, or no task.
     ClusterError
         Ray missing or no cluster at ``address`` (within ``connect_timeout`` s); a task failed for
         good (after ``max_retries``), named with its error; its measured records are kept.
     MeasureError
         ``runner="rpc"`` with no tracker or no device for the key (checked before any Ray work).
     """
-    from ..model import TuneModelResult
+    from ..relax import TuneModelResult, default_chunk, latency_shares
 
     check_n_trial(n_trial)
     if not tasks:
         raise TunerError("the model has no tunable task")
     if scheduler not in (None, "gradient", "round-robin"):
         raise TunerError(f"unknown scheduler {scheduler!r}")
+    if split not in ("equal", "flop"):
+        raise TunerError(f"unknown budget split {split!r}; use 'equal' or 'flop'")
     from ..measure.config import MeasureConfig
 
-    budgets = split_budget(tasks, n_trial, split)
-    args = MeasureConfig.from_dict(measure_args).to_dict()  # validated once, here
+    fixed = scheduler is None or split == "flop"
+    budgets = split_budget(tasks, n_trial, split) if fixed else None
+    config = MeasureConfig.from_dict(measure_args)  # validated once, here
+    args = config.to_dict()
     if args["runner"] == "rpc":  # fail fast, before starting Ray
         from ..measure.tracker import check_key
 
@@ -370,68 +212,43 @@ def tune_model_ray(tasks: list, n_trial: int, log: str, tuner: str = "random", m
         owner = next((t for t in tasks if t.owns(rec)), None)  # older releases' keys migrate here
         if owner is not None and owner.tier(rec) == "machine":  # this machine's trials, not another's
             held[owner.key].append(line)
-    todo = [(t, b) for t, b in zip(tasks, budgets) if len(held[t.key]) < b]
-    logger.info("ray: %d of %d tasks to tune (%s split: %s)", len(todo), len(tasks), split, budgets)
-    extra: dict[str, dict] = {}
-    if todo:
-        os.makedirs(f"{log}.shards", exist_ok=True)
-        started = connect(address, num_cpus=num_cpus, timeout=connect_timeout)
-        try:
-            extra = _run(todo, held, log, tuner, seed, args, cpus_per_task, max_retries, progress, tuner_kwargs)
-        finally:
-            if started:
-                import ray
-
-                ray.shutdown()
-    merge_shards(log)  # anything a failed task measured
-    summaries = summarize(log, tasks)
-    for k, e in extra.items():
-        summaries[k].wall_s, summaries[k].resumed, summaries[k].node = e["wall_s"], e["resumed"], e["node"]
-    return TuneModelResult(list(tasks), summaries, time.time() - t0)
-
-
-def _run(todo, held, log, tuner, seed, args, cpus, max_retries, progress, tuner_kwargs):
-    import ray
-    import tvm
-
-    remote = ray.remote(num_cpus=cpus, max_retries=max_retries, retry_exceptions=False)(_tune_one)
-    refs = {}
-    for t, budget in todo:
-        shard = os.path.abspath(shard_path(log, t))
-        ref = remote.remote(tvm.ir.save_json(t.mod), t.target_json, t.name, int(t.weight), t.key, int(budget),
-                            tuner, seed, args, shard, held[t.key], cpus, tuner_kwargs or {})
-        refs[ref] = t
+    before = summarize(log, tasks)
+    states = {t.key: RemoteTask(t, before[t.key].trials, before[t.key].best_cost, before[t.key].best_config)
+              for t in tasks}
+    if fixed:
+        order, policy = list(tasks), FixedBudgets(tasks, budgets)
+        total = sum(max(states[t.key].trials, b) for t, b in zip(tasks, budgets))
+        logger.info("ray: %s split: %s", split, budgets)
+    else:  # heaviest share of the end-to-end latency first, as tune_model
+        shares = latency_shares(tasks, states)
+        order = [tasks[i] for i in sorted(range(len(tasks)), key=lambda i: -shares[i])]
+        policy, total = scheduler, n_trial
+    executor = RayExecutor(log, tuner, seed, args, held, address=address, num_cpus=num_cpus,
+                           connect_timeout=connect_timeout, cpus_per_task=cpus_per_task, max_retries=max_retries,
+                           tuner_kwargs=tuner_kwargs)
+    used = sum(st.trials for st in states.values())
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from ..progress import progress as make_progress
 
-        bar = tqdm(total=len(refs), desc="ray tasks", unit="task", dynamic_ncols=True)
-    out, failed = {}, []
-    pending = list(refs)
+        bar = make_progress(total, desc="ray", unit="trial", initial=min(used, total))
+
+    def on_chunk(state, gained: int) -> None:
+        if bar is not None:
+            bar.set_postfix_str(f"{state.task.name}: {state.trials} trials")
+            bar.update(gained)
+
+    chunk = default_chunk(args.get("n_parallel") or cpus_per_task)
+    sched = TaskScheduler(order, states, policy, chunk=chunk, seed=seed, on_chunk=on_chunk, executor=executor)
     try:
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1, timeout=30.0)
-            for ref in ready:
-                t = refs[ref]
-                try:
-                    res = ray.get(ref)
-                except Exception as err:  # noqa: BLE001 - a task that failed for good
-                    msg = [l.strip() for l in str(err).splitlines() if l.strip()]
-                    failed.append(f"{t.name}: {msg[-1][:200] if msg else err!r}")
-                    continue
-                n = merge_lines(log, res["lines"])
-                out[t.key] = res
-                logger.info("ray: %s done on %s (pid %d): %d trials, %d resumed, %d new records merged, %.1f s",
-                            t.name, res["node"], res["pid"], res["trials"], res["resumed"], n, res["wall_s"])
-                if bar is not None:
-                    bar.update(1)
+        sched.run(total)
     finally:
         if bar is not None:
             bar.close()
-        if pending:
-            for ref in pending:
-                ray.cancel(ref, force=True)
-    if failed:
-        raise ClusterError(f"{len(failed)} task(s) failed on the Ray cluster after {max_retries} retries "
-                           f"(their records are kept in {log}): " + "; ".join(failed))
-    return out
+        executor.close()
+        merge_shards(log)  # anything a failed task measured
+    summaries = summarize(log, order)
+    for k, st in states.items():
+        if st.node:  # an actor reported
+            summaries[k].wall_s, summaries[k].resumed, summaries[k].node = st.wall_s, st.resumed, st.node
+    return TuneModelResult(list(order), summaries, time.time() - t0)

@@ -1,5 +1,6 @@
 """Ray: budget split, idempotent shard merging, bad addresses in bounded time, resume without Ray,
-and (slow) a real local cluster tuning tiny-cnn's tasks with a worker killed mid-task."""
+and (slow) a real local cluster tuning tiny-cnn's tasks: an actor killed mid-chunk, the gradient
+scheduler handing chunks to the actors, a killed coordinator, measurements through an RPC tracker."""
 
 from __future__ import annotations
 
@@ -99,13 +100,26 @@ def test_restart_after_all_shards_written_measures_nothing(tmp_path, matmul_task
 
 
 @pytest.mark.slow
+def test_an_actor_that_cannot_start_is_one_cluster_error_naming_its_task(tmp_path, matmul_task):
+    """The actor's tuner cannot be made: the run ends with one ClusterError naming the task and the
+    actor's error, and the local cluster it started is shut down."""
+    import ray
+
+    with pytest.raises(ClusterError, match=r"1 task\(s\) failed on the Ray cluster after 0 retries .*"
+                                           r"tiny.matmul.1: .*unknown tuner 'nope'"):
+        tune_model_ray([matmul_task], 2, str(tmp_path / "f.jsonl"), tuner="nope", max_retries=0, num_cpus=1,
+                       measure_args=FAST, progress=False)
+    assert not ray.is_initialized()
+
+
+@pytest.mark.slow
 def test_local_ray_cluster_tunes_tiny_cnn_and_resumes_a_killed_worker(tmp_path):
     """Two tasks tune at once on `ray.init(num_cpus=2)`; the worker of one is SIGKILLed after two
     records; Ray reruns it, the rerun resumes from its shard; the merged log compiles a model that
     matches PyTorch."""
     import ray
 
-    from release import model as M
+    from release import relax as M
     from release.measure import apply_history_best, load_records
 
     model = M.load_model("tiny-cnn")
@@ -157,9 +171,41 @@ def test_local_ray_cluster_tunes_tiny_cnn_and_resumes_a_killed_worker(tmp_path):
     assert [again.tuners[t.key].best_cost for t in tasks] == [res.tuners[t.key].best_cost for t in tasks]
 
 
+@pytest.mark.slow
+def test_under_ray_the_scheduler_hands_chunks_to_long_lived_actors(tmp_path):
+    """`scheduler="gradient"` on `ray.init(num_cpus=2)`: both tasks' first chunks (8 trials) run at
+    once, the third chunk goes to the task that returned first; each task's actor lives through its
+    chunks and runs its rejection summary once."""
+    import ray
+
+    from release import relax as M
+    from release.measure import load_records
+
+    model = M.load_model("tiny-cnn")
+    tasks = M.extract_tasks(model, "llvm")
+    log = str(tmp_path / "sched.jsonl")
+    try:
+        res = tune_model_ray(tasks, 20, log, measure_args=FAST, address="local", num_cpus=2, progress=False,
+                             scheduler="gradient")
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+    recs = [r for r in load_records(log) if r.error_kind != "wrong_output"]
+    ids = [(r.task, tuple(r.config)) for r in recs]
+    assert len(ids) == 20 and len(set(ids)) == 20
+    per_task = sorted(sum(r.task == t.key for r in recs) for t in tasks)
+    assert per_task == [8, 12]  # not a split fixed up front: 8 + 8 at once, then the 4 left to one task
+    assert [res.tuners[t.key].trials for t in tasks] == [sum(r.task == t.key for r in recs) for t in tasks]
+    assert {t.key for t in res.tasks} == {t.key for t in tasks}
+    assert all(res.tuners[t.key].node and res.tuners[t.key].wall_s > 0 for t in tasks)  # an actor reported
+    rej = tmp_path / "sched.jsonl.shards"
+    lines = [json.loads(ln) for p in rej.glob("*.rejections.jsonl") for ln in p.read_text().splitlines()]
+    assert len(lines) == len({ln["task"] for ln in lines})  # at most one summary line per task
+
+
 COORDINATOR = """
 import sys
-from release import model as M
+from release import relax as M
 from release.distributed.ray_tune import tune_model_ray
 model = M.load_model("tiny-cnn")
 tasks = M.extract_tasks(model, "llvm")
@@ -215,7 +261,7 @@ def test_ray_tasks_measure_through_the_rpc_tracker(rpc_cluster, tmp_path):
     """`measure_args` runner="rpc": each Ray task builds on its worker and runs on the tracker's devices."""
     import ray
 
-    from release import model as M
+    from release import relax as M
     from release.measure import load_records
 
     model = M.load_model("tiny-cnn")
