@@ -417,7 +417,7 @@ def test_tune_model_says_what_the_budget_leaves_untuned_and_how_to_deploy(tmp_pa
     deploy = next(ln for ln in out.splitlines() if ln.startswith("deploy   "))
     threads = deploy.split("os.environ.setdefault('TVM_NUM_THREADS', '")[1].split("'")[0]
     assert f"on the {threads} threads it was tuned on" in deploy  # the printed code sets the target's threads
-    code = ("import numpy as np, tvm\nfrom tvm import relax\nfrom release import model as M\n"
+    code = ("import numpy as np, tvm\nfrom tvm import relax\nfrom release import relax as M\n"
             "m = M.load_model('tiny-cnn')\ninputs = [tvm.runtime.tensor(x) for x in m.inputs]\n"
             f"vm = relax.VirtualMachine(tvm.runtime.load_module({lib!r}), tvm.cpu()); out = vm['main'](*inputs)\n"
             "got = out.numpy() if hasattr(out, 'numpy') else out[0].numpy()\n"

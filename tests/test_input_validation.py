@@ -33,7 +33,7 @@ def test_tuner_tune_refuses_a_bad_n_trial(matmul_task, bad, tmp_path):
 
 @pytest.mark.parametrize("bad", BAD_N_TRIAL)
 def test_tune_model_refuses_a_bad_n_trial(matmul_task, bad, tmp_path):
-    from release.model import tune_model
+    from release.relax import tune_model
 
     log = tmp_path / "m.jsonl"
     with pytest.raises(TunerError) as err:
