@@ -620,7 +620,7 @@ def cmd_model(args) -> int:
 
     from release import relax as M
     from release.measure import LocalBuilder, LocalRunner, apply_history_best, measure_option
-    from release.relax.evaluate import _flatten
+    from release.relax.evaluation import _flatten
 
     out: dict = {"model": args.model, "tuner": args.tuner, "n_trial": args.trials}
     path = os.path.join(args.out, "model.json")

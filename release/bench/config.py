@@ -181,12 +181,12 @@ class ModelBenchConfig:
     n_parallel: int | None = None
     scheduler: str = "gradient"
     layout: str = "NCHW"
-    """conv2d layout inside the models (:func:`release.model.model_layout`): ``"NCHWc"`` is the space
+    """conv2d layout inside the models (:func:`release.relax.model_layout`): ``"NCHWc"`` is the space
     that beats PyTorch on a CPU (docs/design/layouts-and-prepacking.md); every tuner, MetaSchedule included, tunes and compiles the
     same converted model. Logs of another layout are kept apart (the layout is in their names)."""
     ms_trials_per_iter: int | None = 64
     """MetaSchedule's candidates per iteration: 64 is ``tune_relax``'s default (the model tier);
-    None lets :func:`release.model.tune_with_metaschedule` fit it to a small budget (the smoke tier)."""
+    None lets :func:`release.relax.tune_with_metaschedule` fit it to a small budget (the smoke tier)."""
     knowledge: str = ""
     """Knowledge base folder the ``TUNER:warm`` runs start from (each reads a copy); "" when no run is warm."""
 
@@ -251,7 +251,7 @@ class ModelBenchConfig:
         unknown = [r for r in cfg.references if r not in REFERENCES]
         if unknown:
             raise TunerError(f"unknown references {unknown}; choose from {', '.join(REFERENCES)}")
-        from .. import model as M
+        from .. import relax as M
 
         M.model_layout(cfg.layout)  # a bad layout: its one-line error
         if not cfg.out:

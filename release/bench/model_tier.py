@@ -4,9 +4,9 @@
 encoder layer; :mod:`release.zoo`) with every tuner of the tier and the same total budget:
 
 - our tuners (``release+``, ``xgb``, ... any name of ``release.tuners.TUNERS``) through
-  :func:`release.model.tune_model` (gradient task scheduler, one log shared by the tasks,
+  :func:`release.relax.tune_model` (gradient task scheduler, one log shared by the tasks,
   resumable: ``<out>/logs/<model>.<tuner>.s<seed>.jsonl``);
-- ``ms``: MetaSchedule's own ``tune_relax`` (:func:`release.model.tune_with_metaschedule`: TVM's
+- ``ms``: MetaSchedule's own ``tune_relax`` (:func:`release.relax.tune_with_metaschedule`: TVM's
   CPU recipe with ``cpu_weight_prepack``, all cores, its default evolutionary search (64 candidates
   per iteration, ``tune_relax``'s default; ``ms_trials_per_iter``), XGBoost
   model and gradient scheduler; only the build function is the fast one), database in
@@ -15,7 +15,7 @@ encoder layer; :mod:`release.zoo`) with every tuner of the tier and the same tot
 
 Warm runs (the whole-model row of the warm-start benchmark): a tuner named ``TUNER:warm`` (a model-based tuner,
 ``release+:warm``) is that tuner given the knowledge base ``knowledge`` (``--knowledge DIR``) through
-:func:`release.model.tune_model` (transfer-tuning seeds, the default use). Each warm run reads its own
+:func:`release.relax.tune_model` (transfer-tuning seeds, the default use). Each warm run reads its own
 copy of the base (``<out>/kb-runs/<log name>``), made before its first trial, so no run learns from
 another run's records; its log is ``<model>.<tuner>-warm.s<seed>...``. Listed beside the cold tuner
 (``--tuners release+ release+:warm``), the ratio table gives the time the warm run needs to reach the
@@ -78,7 +78,7 @@ class ModelTier(Tier):
 
     def run(self, progress: bool = True) -> None:
         """Tune (or resume) every (model, tuner, seed) of ``cfg``; runs already at their budget are skipped."""
-        from .. import model as M
+        from .. import relax as M
         from ..measure import load_records
         from ..target import resolve_target
         from ..threads import thread_count, use_threads
@@ -142,7 +142,7 @@ class ModelTier(Tier):
 
         Returns ``{"model|tuner|seed": [{"trials", "wall_s", "latency_ms", "median_ms", ...}]}``.
         """
-        from .. import model as M
+        from .. import relax as M
         from ..target import resolve_target
         from ..threads import thread_count
 
@@ -204,7 +204,7 @@ class ModelTier(Tier):
 
     def report(self, command: str = "", retime: bool = False, progress: bool = True) -> dict:
         """Checkpoints, references, ratios: write ``results.json``, ``table.md`` and ``curves.png``."""
-        from .. import model as M
+        from .. import relax as M
         from ..target import resolve_target
         from ..threads import thread_count, use_threads
 

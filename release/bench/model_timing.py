@@ -19,9 +19,9 @@ from .config import ModelBenchConfig
 
 def time_model(model, executable, threads: int, number: int = 10, repeat: int = 7) -> dict:
     """Check ``executable`` against the reference and time it (fastest of ``repeat`` means of
-    ``number`` runs, after :func:`release.model.evaluate`'s first call as warm-up; fewer runs for a
+    ``number`` runs, after :func:`release.relax.evaluate`'s first call as warm-up; fewer runs for a
     slow executable, bounded to ~30 s and said in ``note``)."""
-    from .. import model as M
+    from .. import relax as M
 
     from ..reference import RELIABLE_SPREAD
 
@@ -40,7 +40,7 @@ def references(cfg: ModelBenchConfig, model_name: str, progress: bool = True) ->
     """The model's reference lines on the target's threads: ``{name: {"latency_ms", "median_ms",
     "reliable", "note", "threads"}}`` or ``{name: {"error": why}}``; ``untuned`` is TVM's build with
     default schedules."""
-    from .. import model as M
+    from .. import relax as M
     from ..reference import RELIABLE_SPREAD, time_torch
     from ..target import resolve_target
     from ..threads import thread_count

@@ -2,7 +2,7 @@
 
 One module per step of the pipeline, each TVM's own machinery::
 
-    frontend -> layout -> extract -> tune -> compile -> evaluate
+    frontend -> layout -> extract -> tune -> compile -> evaluation
 
 - :mod:`~release.relax.frontend`: :func:`load_model` (``torch.export`` +
   ``tvm.relax.frontend.torch.from_exported_program``, or ``tvm.relax.frontend.onnx.from_onnx``; a
@@ -22,17 +22,15 @@ One module per step of the pipeline, each TVM's own machinery::
   :func:`tune_with_metaschedule`: MetaSchedule's own ``tune_relax`` with the same budget.
 - :mod:`~release.relax.compile`: :func:`compile_model`, MetaSchedule's ``compile_relax`` with a
   database of each task's best record (:func:`schedule_knobless` for the functions without a knob).
-- :mod:`~release.relax.evaluate`: :func:`evaluate` checks outputs against PyTorch (or ONNX's
+- :mod:`~release.relax.evaluation`: :func:`evaluate` checks outputs against PyTorch (or ONNX's
   reference evaluator) and times the VM; :func:`torch_reference` times PyTorch eager.
 
-Every public name is re-exported here (``from release.relax import tune_model``). The package
-attribute ``evaluate`` is the function; the module is ``release.relax.evaluate`` in ``sys.modules``
-(``from release.relax.evaluate import torch_reference``). TVM, PyTorch and ONNX are imported inside the
-functions: importing this package imports none of them.
+Every public name is re-exported here (``from release.relax import tune_model``). TVM, PyTorch and
+ONNX are imported inside the functions: importing this package imports none of them.
 """
 
 from .compile import compile_model, schedule_knobless
-from .evaluate import evaluate, torch_latency_ms, torch_reference
+from .evaluation import evaluate, torch_latency_ms, torch_reference
 from .extract import extract_tasks, latency_shares, prepare
 from .frontend import Model, from_onnx, from_pytorch, load_model
 from .layout import (AUTO_LAYOUT, blocked_conv2d_legalize, conv2d_blocked_layouts, default_layout,
@@ -51,6 +49,6 @@ __all__ = [
     "TuneModelResult", "default_chunk", "tune_model", "default_ms", "tune_with_metaschedule",
     # compile
     "schedule_knobless", "compile_model",
-    # evaluate
+    # evaluation
     "evaluate", "torch_latency_ms", "torch_reference",
 ]
