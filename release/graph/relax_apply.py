@@ -401,6 +401,9 @@ class MemoryOrderReport:
         Operator calls of ``main`` and objective evaluations of the search.
     seconds : float
         Wall time of the import, the search and the check.
+    order : list[int]
+        The kernel order kept, as indices of ``main``'s operator calls in their given order
+        (``range(nodes)`` when the given order is kept); :func:`apply_order` takes it.
     """
 
     method: str
@@ -410,6 +413,7 @@ class MemoryOrderReport:
     nodes: int
     evaluations: int
     seconds: float
+    order: list = field(default_factory=list, repr=False)
 
     def line(self) -> str:
         """One sentence for a command's output."""
@@ -489,14 +493,15 @@ def reorder_for_memory(mod, method: str = "brkga", budget: int = 2000, seed: int
         got = int(planned_memory_exact(new, function).total)
         if got < before:
             out, after = new, got
+    kept = [int(v) for v in order] if out is not mod else list(range(graph.n))
     rep = MemoryOrderReport(method, before, after, out is not mod, graph.n, int(res.evaluations),
-                            time.perf_counter() - t0)
+                            time.perf_counter() - t0, kept)
     logger.info("reorder_for_memory: %s", rep.line())
     return out, rep
 
 
 def memory_order_pass(method: str = "brkga", budget: int = 2000, reports: list | None = None, seed: int = 0):
-    """:func:`reorder_for_memory` as a module function for ``release.model.compile_model(before_lowering=)``:
+    """:func:`reorder_for_memory` as a module function for ``release.relax.compile_model(before_lowering=)``:
     ``IRModule -> IRModule``, each :class:`MemoryOrderReport` appended to ``reports``."""
     def run(mod):
         new, rep = reorder_for_memory(mod, method, budget, seed)
