@@ -509,6 +509,42 @@ def ensure_tensor_intrinsics(target=None) -> None:
 #: parts two ports (some Xeon Silver/Bronze one), its client parts with AVX-512 one; AVX2 cores two 256-bit.
 FMA_UNITS = {"znver4": 1, "znver5": 2, "rocketlake": 1, "icelake-client": 1, "tigerlake": 1, "znver1": 1}
 _FMA_UNITS_DEFAULT = 2
+#: CPU flags only Intel's server parts have (Sapphire Rapids and later: AMX), which have two 512-bit FMA
+#: ports. A VM may report another family's model number (KVM shows this class of Xeon as ``rocketlake``,
+#: a client part with one port); the flags it passes through are the better witness.
+_SERVER_FLAGS = ("amx_tile",)
+
+
+def fma_units(mcpu: str, flags=()) -> tuple[int, str]:
+    """FMA units a core issues per cycle at its widest vector width, and where that figure comes from.
+
+    Parameters
+    ----------
+    mcpu : str
+        LLVM's CPU name (``target.mcpu``).
+    flags : iterable of str
+        The CPU's flags (``/proc/cpuinfo``); only given for the host.
+
+    Returns
+    -------
+    (int, str)
+        :data:`FMA_UNITS` of ``mcpu`` (else 2), raised to 2 when ``flags`` show an Intel server part
+        (:data:`_SERVER_FLAGS`) that the family's table entry would count as one.
+    """
+    units = FMA_UNITS.get(mcpu, _FMA_UNITS_DEFAULT)
+    why = f"the CPU family {mcpu}" if mcpu in FMA_UNITS else f"assumed: {mcpu} not in the table"
+    server = [f for f in _SERVER_FLAGS if f in set(flags)]
+    if units < 2 and server and mcpu.startswith(("rocketlake", "icelake", "tigerlake")):
+        units, why = 2, f"an Intel server part: flag {server[0]}, though LLVM names the CPU {mcpu}"
+    return units, why
+
+
+def _cpu_flags() -> list[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return []
 
 
 def fma_peak(target=None) -> dict:
@@ -518,8 +554,8 @@ def fma_peak(target=None) -> dict:
     ----------
     target : str, dict or tvm.target.Target, optional
         An LLVM target (default this host's: :func:`resolve_target` of ``"llvm"``); its ISA class gives the
-        lanes (AVX-512 16, AVX2/AVX 8, SSE/NEON 4), its ``mcpu`` the FMA units (:data:`FMA_UNITS`, else 2),
-        its ``num-cores`` the cores.
+        lanes (AVX-512 16, AVX2/AVX 8, SSE/NEON 4), its ``mcpu`` the FMA units (:func:`fma_units`:
+        :data:`FMA_UNITS`, else 2; for this host's CPU also its flags), its ``num-cores`` the cores.
 
     Returns
     -------
@@ -532,7 +568,7 @@ def fma_peak(target=None) -> dict:
     cls = isa_class(d)
     lanes = 16 if cls.endswith("avx512") else 8 if cls.endswith(("avx2", "avx")) else 4
     mcpu = d.get("mcpu") or "generic"
-    units = FMA_UNITS.get(mcpu, _FMA_UNITS_DEFAULT)
+    units, why = fma_units(mcpu, _cpu_flags() if mcpu == host_cpu() else ())
     cores = int(d.get("num-cores") or os.cpu_count() or 1)
     ghz = None
     try:
@@ -544,8 +580,7 @@ def fma_peak(target=None) -> dict:
     except (OSError, ValueError):
         pass
     peak = lanes * units * 2 * ghz * cores if ghz else None
-    note = (f"{lanes} fp32 lanes ({cls}) x {units} FMA unit{'s' if units != 1 else ''} "
-            f"({'the CPU family ' + mcpu if mcpu in FMA_UNITS else 'assumed: ' + mcpu + ' not in the table'}) "
+    note = (f"{lanes} fp32 lanes ({cls}) x {units} FMA unit{'s' if units != 1 else ''} ({why}) "
             f"x 2 FLOP x {ghz:.3f} GHz (/proc/cpuinfo) x {cores} cores" if ghz else "clock unknown")
     return {"lanes": lanes, "fma_units": units, "ghz": ghz, "cores": cores, "gflops": peak, "mcpu": mcpu,
             "note": note}

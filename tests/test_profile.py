@@ -82,6 +82,18 @@ def test_fma_peak_multiplies_what_the_machine_reports():
     assert fma_peak({"kind": "llvm", "mcpu": "haswell", "num-cores": 1})["lanes"] == 8
 
 
+def test_fma_units_trust_server_flags_over_a_client_family_name():
+    """A KVM guest on a Sapphire Rapids Xeon is named rocketlake by LLVM (a client part, one FMA port);
+    its AMX flag says it is a server part with two."""
+    from release.target import fma_units
+
+    assert fma_units("rocketlake") == (1, "the CPU family rocketlake")
+    units, why = fma_units("rocketlake", ["avx512f", "amx_tile", "avx512_fp16"])
+    assert units == 2 and "amx_tile" in why and "rocketlake" in why
+    assert fma_units("znver4", ["amx_tile"])[0] == 1  # an AMD family's entry is not overridden
+    assert fma_units("sapphirerapids", ["amx_tile"]) == (2, "assumed: sapphirerapids not in the table")
+
+
 def test_gap_table_shares_the_gap_between_kinds():
     rows = gap_table({"conv2d 3x3": 6.0, "elementwise": 1.0}, {"conv2d 3x3": 3.0, "elementwise": 2.0})
     by = {r["kind"]: r for r in rows}

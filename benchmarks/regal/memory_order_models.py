@@ -172,6 +172,7 @@ def main(argv=None) -> int:
         old = json.loads(earlier.read_text())
         result.update(command=f"{old['command']}; then {result['command']}", rows=old["rows"],
                       load_average=old.get("load_average", []))
+        t0 -= old.get("wall_s", 0.0)  # the wall time of every run that made the table
     from release.stderr_capture import capture_stderr
 
     for family, name, spec in rows:

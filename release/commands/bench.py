@@ -113,7 +113,7 @@ class BenchCommandConfig:
         from ..bench import MODEL_TIERS
 
         if args.tier in MODEL_TIERS:
-            from ..bench import model_tier as bench_model
+            from ..bench import model_tier
 
             ignored = [f"--{k.replace('_', '-')}" for k in ("workloads", "logs", "baseline", "against", "prepack")
                        if getattr(args, k) not in (None, False)] + (["--remeasure"] if args.remeasure else [])
@@ -121,7 +121,7 @@ class BenchCommandConfig:
                 raise TunerError(f"{' '.join(ignored)}: operator-tier options; the model tiers take --models, "
                                  "--tuners, --seeds, --n-trial, --checkpoints, --references, --target, --layout, "
                                  "--knowledge, --out, --retime")
-            cfg = bench_model.ModelBenchConfig.from_tier(args.tier, models=args.models, tuners=args.tuners,
+            cfg = model_tier.ModelBenchConfig.from_tier(args.tier, models=args.models, tuners=args.tuners,
                                                          seeds=args.seeds, n_trial=args.n_trial,
                                                          checkpoints=args.checkpoints, references=args.references,
                                                          target=args.target, out=args.out, layout=args.layout,
@@ -167,11 +167,11 @@ def run_bench(config: BenchCommandConfig) -> BenchCommandResult:
     """
     cfg = config.bench
     if config.model_tier:
-        from ..bench import model_tier as bench_model
+        from ..bench import model_tier
 
         if not config.report_only:
-            bench_model.run(cfg, progress=config.progress)
-        res = bench_model.report(cfg, command=config.command, retime=config.retime, progress=config.progress)
+            model_tier.run(cfg, progress=config.progress)
+        res = model_tier.report(cfg, command=config.command, retime=config.retime, progress=config.progress)
         return BenchCommandResult(config, res)
     from .. import bench
 
@@ -186,9 +186,9 @@ def print_bench(result: BenchCommandResult) -> int:
     """The report as a markdown table and where the results went; returns the exit status 0."""
     cfg = result.config.bench
     if result.config.model_tier:
-        from ..bench import model_tier as bench_model
+        from ..bench import model_tier
 
-        print(bench_model.markdown(result.report))
+        print(model_tier.markdown(result.report))
         print(f"results in {cfg.out}/ (results.json, table.md, curves.png, checkpoints.json; logs in {cfg.logs}/)")
     else:
         from .. import bench
