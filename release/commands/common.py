@@ -25,6 +25,9 @@ def add_measure_args(p) -> None:
     p.add_argument("--early-termination", type=float, default=2.0, metavar="RATIO",
                    help="no more repeats for a config whose first repeat is over RATIO x the task's best mean so far "
                         "(AdaTune-style early termination; default 2; 0: every config gets --repeat costs)")
+    p.add_argument("--cache-flush", action="store_true",
+                   help="flush the CPU caches of a kernel's weights before every repeat (AutoTVM's "
+                        "enable_cpu_cache_flush): timed as inside a model, not hot; keep one setting per log")
 
 
 def add_knowledge_args(p) -> None:

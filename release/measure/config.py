@@ -47,6 +47,11 @@ class MeasureConfig:
     (``benchmarks/early_termination_fidelity.py``, ``benchmarks/results/early_termination/``: 112 logs, 34,535
     records) lost no best and changed no final best, at Kendall tau >= 0.94 against the full
     means, while skipping 34% of the repeats. ``LocalRunner`` itself defaults to 0 (AutoTVM's)."""
+    cache_flush: bool = False
+    """AutoTVM's ``enable_cpu_cache_flush``: before every repeat TVM flushes the CPU caches of every
+    argument but the first (``cache_flush_cpu_non_first_arg``: the weights), so a kernel is timed as it
+    runs between its neighbours in a model rather than hot from its own previous run. Off by default
+    (AutoTVM's); costs taken with and without it do not compare, so keep one setting per log."""
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "MeasureConfig":
@@ -109,7 +114,8 @@ class MeasureConfig:
 
         self.check()
         builder = LocalBuilder(n_parallel=self.n_parallel or cpus, timeout=self.build_timeout)
-        common = dict(number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms, timeout=self.timeout)
+        common = dict(number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms, timeout=self.timeout,
+                      enable_cpu_cache_flush=self.cache_flush)
         if self.runner == "rpc":
             # n_parallel = the key's free devices; runs whose device died are re-run on the others
             runner = make_rpc_runner(self.rpc_key, self.rpc_host, self.rpc_port,

@@ -122,7 +122,14 @@ def test_the_ratio_reaches_the_runner_from_measure_config_and_the_cli():
     assert MeasureConfig.from_args(args).early_termination == 0.0
     opt = MeasureConfig(early_termination=2.5, n_parallel=1).make_option()
     try:
-        assert opt["runner"].early_termination == 2.5
+        assert opt["runner"].early_termination == 2.5 and opt["runner"].enable_cpu_cache_flush is False
+    finally:
+        opt["builder"].close()
+        opt["runner"].close()
+    args = build_parser().parse_args(["tune-model", "--model", "tiny-cnn", "--cache-flush"])
+    opt = MeasureConfig.from_args(args).make_option()
+    try:  # --cache-flush reaches the runner's evaluator (TVM's cache_flush_cpu_non_first_arg)
+        assert opt["runner"].enable_cpu_cache_flush is True
     finally:
         opt["builder"].close()
         opt["runner"].close()
