@@ -67,7 +67,12 @@ def test_bench_config_refuses_a_bad_n_trial(bad):
     (["bench", "--tier", "smoke", "--n-trial", "0"], "release: error: n_trial=0 must be a positive integer"),
     (["tune", "--workload", "tiny.matmul.1", "--tuner", "xgb", "--n-trial", "8", "--plan-size", "0"],
      "release: error: plan_size=0 must be an integer >= 1 (AutoTVM's default is 64)"),
-], ids=["tune", "tune-model", "bench", "tune-plan-size"])
+    (["tune-model", "--model", "tiny-cnn", "--ray", "local", "--ray-cpus", "-2"],
+     "release: error: --ray-cpus -2: give the CPUs of the local Ray cluster, at least 1 (leave it out for Ray's "
+     "own count)"),
+    (["tune-model", "--model", "tiny-cnn", "--split", "equal"],
+     "release: error: --split applies to a Ray run: add --ray local (or --ray HOST:PORT), or drop --split"),
+], ids=["tune", "tune-model", "bench", "tune-plan-size", "ray-cpus", "split-without-ray"])
 def test_the_cli_gives_one_line_and_exit_2(argv, line, tmp_path, capsys):
     from release.cli import main
 

@@ -111,7 +111,7 @@ class TuneModelConfig:
             An unknown model or a missing .onnx file.
         TunerError
             A bad ``--n-trial``, an unknown ``--tuner`` or ``--compare`` entry, a bad ``--memory-budget``,
-            contradicting knowledge flags, ``--knowledge-use`` with a tuner that is not model-based, bad
+            ``--ray-cpus`` below 1, ``--split`` or ``--ray-cpus`` without ``--ray``, contradicting knowledge flags, ``--knowledge-use`` with a tuner that is not model-based, bad
             measure flags.
         ReleaseError
             A bad ``--layout`` or ``--target``, a ``--log`` that cannot be written or whose exported
@@ -132,6 +132,12 @@ class TuneModelConfig:
         if args.layout != M.AUTO_LAYOUT:
             M.model_layout(args.layout)  # a bad --layout fails before the model is imported
         budget = memory_budget_arg(args.memory_budget)
+        if args.ray_cpus is not None and args.ray_cpus < 1:
+            raise TunerError(f"--ray-cpus {args.ray_cpus}: give the CPUs of the local Ray cluster, at least 1 "
+                             "(leave it out for Ray's own count)")
+        if not args.ray and (args.split is not None or args.ray_cpus is not None):
+            flag = "--split" if args.split is not None else "--ray-cpus"
+            raise TunerError(f"{flag} applies to a Ray run: add --ray local (or --ray HOST:PORT), or drop {flag}")
         knowledge = KnowledgeChoice.from_args(args)  # so do contradicting knowledge flags
         if args.knowledge_use and args.tuner not in MODEL_BASED:
             raise TunerError(f"--knowledge-use {args.knowledge_use}: tune-model starts only model-based tuners "

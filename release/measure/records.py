@@ -34,7 +34,7 @@ Record = MeasureResult
 def _check_path(path) -> None:
     """Raise :class:`RecordError` when ``path`` cannot be a log file: it names a folder, or its
     folder cannot be created or written (an ancestor is a file, is missing on a read-only
-    filesystem, or is not writable). Nothing is created."""
+    filesystem, is not writable, or refuses a new file, as ``/proc`` does). Nothing is left behind."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise RecordError(f"log path {path} is a folder; give a file path such as {os.path.join(path, 'tune.jsonl')}")
@@ -50,6 +50,17 @@ def _check_path(path) -> None:
                           f"{os.path.join(os.path.dirname(probe) or '.', 'tune.jsonl')}")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise RecordError(f"log path {path}: the folder {probe} is not writable; give a path in a writable folder")
+    if probe == folder:  # access() says yes to root on a pseudo filesystem (/proc, /sys): try it
+        import tempfile
+
+        try:
+            if os.path.exists(path):
+                open(path, "a", encoding="utf-8").close()  # noqa: SIM115 - opened for append, nothing written
+            else:
+                tempfile.TemporaryFile(dir=folder).close()  # gone when closed
+        except OSError as e:
+            raise RecordError(f"log path {path}: cannot write a file in {folder} ({e.strerror or e}); give a path "
+                              "in a writable folder") from None
 
 
 def check_log_path(path) -> None:

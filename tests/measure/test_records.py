@@ -5,6 +5,7 @@ tests/test_cli.py.
 """
 
 import json
+import os
 
 import pytest
 
@@ -51,6 +52,20 @@ def test_a_folder_is_refused_by_reader_and_writer(tmp_path):
     for f in (load_records, log_to_file):
         with pytest.raises(RecordError, match="is a folder; give a file path such as"):
             f(tmp_path)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_a_folder_that_refuses_files_is_refused_before_any_work(tmp_path):
+    """os.access says /proc is writable to root; the check tries a file there, and leaves none elsewhere."""
+    from release.measure.records import check_log_path
+
+    with pytest.raises(RecordError, match=r"log path /proc/r\.jsonl: cannot write a file in /proc"):
+        check_log_path("/proc/r.jsonl")
+    check_log_path(tmp_path / "ok.jsonl")
+    existing = tmp_path / "old.jsonl"
+    existing.write_text("x\n")
+    check_log_path(existing)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.jsonl"] and existing.read_text() == "x\n"
 
 
 @pytest.mark.parametrize("content,cut", [("", False), ("x\n", False), ("x", True), ('{"task": "a"', True)])
