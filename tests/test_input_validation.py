@@ -134,3 +134,21 @@ def test_good_values_pass_every_check():
     for v in (1, 64, np.int64(3)):
         check_n_trial(v)
         check_plan_size(v)
+
+
+def test_tune_model_refuses_a_log_of_something_else(tmp_path, capsys):
+    """An operator's log given to tune-model: one line, exit 2, the log untouched (as `release tune` refuses
+    a log of another task)."""
+    from release.cli import main
+
+    log = tmp_path / "matmul.jsonl"
+    assert main(["tune", "--workload", "tiny.matmul.1", "--n-trial", "2", "--log", str(log), "--no-progress",
+                 "--no-check", "--no-knowledge", "--number", "1", "--repeat", "1", "--min-repeat-ms", "0"]) == 0
+    before = log.read_bytes()
+    capsys.readouterr()
+    assert main(["tune-model", "--model", "tiny-cnn", "--n-trial", "2", "--log", str(log), "--no-progress",
+                 "--no-knowledge"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"release: error: --log {log} holds ")
+    assert "none of tiny-cnn's 2 tasks (they are of tiny.matmul.1); give a new --log for this model" in err[0]
+    assert log.read_bytes() == before and not (tmp_path / "matmul.so").exists()

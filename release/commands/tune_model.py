@@ -161,6 +161,29 @@ class TuneModelConfig:
                    progress=not args.no_progress, ray=args.ray, ray_cpus=args.ray_cpus, split=args.split)
 
 
+def check_log_for_model(log: str, tasks, model: str) -> None:
+    """Refuse a ``--log`` that holds records but none of the model's tasks (another model's or an
+    operator's log): resuming it would measure everything again into a file of something else, as
+    ``release tune`` refuses a log of another task.
+
+    Raises
+    ------
+    TunerError
+        The log holds records and none of them belongs to a task of ``tasks`` (:meth:`release.task.Task.owns`)
+        or bears one's name (records of the model from a machine of another ISA class are kept).
+    """
+    if not os.path.exists(log) or not os.path.getsize(log):
+        return
+    from ..measure.records import load_records
+
+    recs = load_records(log, defaults=True)
+    names = sorted({rec.task.split("/")[0] for rec in recs})
+    if recs and not set(names) & {t.name for t in tasks} and not any(t.owns(rec) for rec in recs for t in tasks):
+        # (a log of this model from a machine of another ISA class has its task names: not refused)
+        raise TunerError(f"--log {log} holds {len(recs)} records, none of {model}'s {len(tasks)} tasks (they are of "
+                         f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''}); give a new --log for this model")
+
+
 def memory_budget_arg(text) -> int:
     """``--memory-budget``: a positive integer (one line otherwise, before any work).
 
@@ -355,6 +378,7 @@ def run_tune_model(config: TuneModelConfig, renderer: TuneModelRenderer | None =
     tasks = M.extract_tasks(model, target, progress=config.progress, layout=config.layout)
     r.extracted(model, tasks, time.time() - t0, config.layout)
     log = config.log
+    check_log_for_model(log, tasks, config.model)
     r.log_file(log, os.path.exists(log) and bool(os.path.getsize(log)))
     chunk = M.default_chunk(option["builder"].n_parallel)
     covered = min(len(tasks), -(-config.n_trial // chunk))  # a last, partial chunk still reaches its task
