@@ -101,6 +101,8 @@ def test_the_exported_build_is_the_faster_by_fastest_and_median_of_repeats():
     assert keep == "tuned" and "2.00x faster than the untuned one" in why
     keep, why = tuned_or_untuned(timing(1.1, 1.0), timing(1.0, 1.2))  # faster only in the fastest: noise
     assert keep == "tuned" and "within the timing noise" in why
+    keep, why = tuned_or_untuned(timing(0.00712, 0.0074), timing(0.00695, 0.0071))  # a tiny model: microseconds
+    assert keep == "untuned" and "(0.00712 vs 0.00695 ms fastest, 0.00740 vs 0.00710 ms median)" in why
 
 
 def test_tune_model_exports_the_faster_build_and_says_which(tuned_tiny):

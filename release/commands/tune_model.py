@@ -265,8 +265,9 @@ def tuned_or_untuned(tuned: dict, untuned: dict) -> tuple[str, str]:
     t_fast, t_med = tuned["fastest_ms"], tuned["latency_ms"]
     u_fast, u_med = untuned["fastest_ms"], untuned["latency_ms"]
     if u_fast < t_fast and u_med < t_med:
-        return "untuned", (f"the tuned build is slower than the untuned one ({t_fast:.3f} vs {u_fast:.3f} ms fastest, "
-                           f"{t_med:.3f} vs {u_med:.3f} ms median)")
+        nd = 3 if min(u_fast, u_med) >= 0.1 else 5  # a tiny model's microseconds stay visible
+        return "untuned", (f"the tuned build is slower than the untuned one ({t_fast:.{nd}f} vs {u_fast:.{nd}f} ms "
+                           f"fastest, {t_med:.{nd}f} vs {u_med:.{nd}f} ms median)")
     ratio = u_fast / t_fast if t_fast > 0 else float("inf")
     if ratio >= 1.0:
         return "tuned", f"the tuned build is {ratio:.2f}x faster than the untuned one (fastest of repeats); it is exported"
