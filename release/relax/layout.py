@@ -378,7 +378,9 @@ def _convert_layout_or_keep(per_call, lanes: int, kept: list):
 def _fuse_passes(target, prepack: bool, layout: str | None = None) -> list:
     """The passes ``compile_relax`` runs before applying a database, plus TVM's pre-tuning layout
     rewrite (``AttachAttrLayoutFreeBuffers``: the bound weights of every fused function become its
-    ``layout_free_buffers``) when ``prepack``, after :func:`layout_passes` for a blocked ``layout``."""
+    ``layout_free_buffers``) when ``prepack``, after :func:`layout_passes` for a blocked ``layout``.
+    Legalization writes GELU, erf, exp, sigmoid and softmax in TVM's vectorizable fast forms
+    (:func:`release.relax.fast_math.fast_math_legalize`)."""
     from tvm import relax
     from tvm.relax import pipeline as relax_pipeline
 
@@ -386,9 +388,13 @@ def _fuse_passes(target, prepack: bool, layout: str | None = None) -> list:
         dispatch = relax_pipeline.library_dispatch_passes(target)
     except (ValueError, AttributeError):
         dispatch = []
+    from .fast_math import fast_math_legalize
+
     blocked = layout_passes(target, layout)
-    legalize = relax.transform.LegalizeOps(customize_legalize_map={"relax.nn.conv2d": blocked_conv2d_legalize}) \
-        if blocked else relax.transform.LegalizeOps()
+    custom = fast_math_legalize()  # vectorizable exp/erf: GELU, softmax, sigmoid (release.relax.fast_math)
+    if blocked:
+        custom["relax.nn.conv2d"] = blocked_conv2d_legalize
+    legalize = relax.transform.LegalizeOps(customize_legalize_map=custom)
     return [*blocked, *dispatch, legalize, relax.transform.AnnotateTIROpPattern(),
             relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(),
             *([relax.transform.AttachAttrLayoutFreeBuffers()] if prepack else [])]
