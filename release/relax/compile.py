@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from ..errors import ModelError
 from .frontend import Model
 from .layout import _fuse_passes, default_prepack, model_layout
 
@@ -73,7 +74,7 @@ def schedule_knobless(mod, target):
 
 
 def compile_model(model: Model, target, database=None, prepack: bool | None = None, progress: bool = False,
-                  layout: str | None = None, before_lowering=None):
+                  layout: str | None = None, before_lowering=None, exec_mode: str = "bytecode"):
     """Compile ``model`` with the tuned functions of ``database``; ``database=None`` gives the untuned build.
 
     With a database, functions that have no knob to tune (elementwise ops, transposes, layout
@@ -105,11 +106,15 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
         ``IRModule -> IRModule``, run on the fused module with the database applied (and weights
         pre-packed), right before lowering: e.g. a kernel-call order for TVM's memory planner
         (``tune-model --memory-order``: :func:`release.graph.relax_apply.reorder_for_memory`).
+    exec_mode : {"bytecode", "compiled"}
+        ``relax.build``'s: "bytecode" (default) interprets the model's Relax function in the VM; "compiled"
+        generates it as TIR into the library, so no bytecode is interpreted between kernel calls
+        (``benchmarks/profile/runtime_knobs.py`` measures the difference).
 
     Raises
     ------
     ModelError
-        Bad ``layout``.
+        Bad ``layout`` or ``exec_mode``.
     """
     import tvm
     from tvm import relax
@@ -122,6 +127,8 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
     target = resolve_target(target)
     ensure_tensor_intrinsics(target)
     model_layout(layout)  # a bad layout fails here, in one line
+    if exec_mode not in ("bytecode", "compiled"):
+        raise ModelError(f"exec_mode {exec_mode!r}: use 'bytecode' (the default) or 'compiled'")
     prepack = default_prepack(model, target) if prepack is None else bool(prepack)
     db = database if database is not None else ms.database.MemoryDatabase()
     post = [relax.transform.SplitLayoutRewritePreproc(), relax.transform.LiftTransformParams(),
@@ -171,7 +178,7 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
         mod = relax.transform.BindParams("main", model.params)(mod)
     try:
         with target, db, tvm.transform.PassContext(opt_level=3):
-            ex = relax.build(mod, target=target, relax_pipeline=_pipeline)
+            ex = relax.build(mod, target=target, relax_pipeline=_pipeline, exec_mode=exec_mode)
         _stage("built")
         return ex
     finally:
