@@ -186,11 +186,13 @@ def _defs() -> dict[str, tuple[Callable, tuple]]:
         "alexnet": (alexnet, (1, 3, 224, 224)),
         "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224)),
         "bert-base-layer": (bert_layer, (1, 128, 768)),
+        "bert-base-layer-384": (bert_layer, (1, 384, 768)),
         "tiny-cnn": (TinyCNN, (1, 3, 8, 8)),
     }
 
 
-MODEL_NAMES = ("resnet18", "resnet50", "vit-b16", "vgg16", "alexnet", "mobilenet_v2", "bert-base-layer", "tiny-cnn")
+MODEL_NAMES = ("resnet18", "resnet50", "vit-b16", "vgg16", "alexnet", "mobilenet_v2", "bert-base-layer",
+               "bert-base-layer-384", "tiny-cnn")
 
 
 def build(name: str, seed: int = 0):
