@@ -21,7 +21,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("knowledge", help="the tuning knowledge base: show what it holds, import logs")
     p.add_argument("--dir", dest="kdir", default=None, metavar="DIR",
                    help="knowledge base folder (default: $RELEASE_KNOWLEDGE, else ~/.cache/release-tvm/knowledge)")
-    p.set_defaults(func=lambda args: p.print_help() or 0)
+    p.set_defaults(func=lambda args: p.print_help() or 2)  # no subcommand: a usage error, as `release regal`
     sub = p.add_subparsers(dest="knowledge_command", metavar="KNOWLEDGE_COMMAND")
 
     s = sub.add_parser("show", help="records per target and workload, successful ones, best GFLOPS",
@@ -91,7 +91,8 @@ def cmd_show(args) -> int:
     st = kb.stats
     what = "shipped pack" if args.pack else "knowledge base"
     if not rows:
-        print(f"{what} {kb.path} holds no records"
+        missing = not args.pack and not os.path.isdir(kb.path)
+        print(f"{what} {kb.path} " + ("does not exist (nothing imported yet)" if missing else "holds no records")
               + (f" for {args.target}" if args.target else "")
               + ("" if args.pack else "; import logs with `release knowledge add LOG...`"))
         if not args.pack:

@@ -320,8 +320,14 @@ def test_cli_add_and_show(tmp_path, capsys, xgb_records):
     assert float(row[8]) == pytest.approx(best, abs=0.006) and row[9] == "xgb"
     assert out[2].split()[4] == "resnet18.conv2d.2"
 
+    (tmp_path / "empty").mkdir()
     assert main(["knowledge", "show", "--dir", str(tmp_path / "empty")]) == 0
-    assert "holds no records" in capsys.readouterr().out
+    assert "empty holds no records" in capsys.readouterr().out
+    assert main(["knowledge", "show", "--dir", str(tmp_path / "missing")]) == 0
+    assert f"{tmp_path / 'missing'} does not exist (nothing imported yet)" in capsys.readouterr().out
+    assert not (tmp_path / "missing").exists()  # showing creates nothing
+    assert main(["knowledge"]) == 2  # no subcommand: usage, as `release regal`
+    assert "KNOWLEDGE_COMMAND" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("bad", ["missing.jsonl", "notalog.txt", "folder"])
