@@ -188,7 +188,7 @@ def _prepare_methods(methods, args, graph, devices, mkw):
             raise GraphError(f"--method exact for peak memory needs --devices 1 (frontier DP), got --devices "
                              f"{devices}; drop exact or use --devices 1")
     if "regal" in methods:
-        from .policy import load_policy, policy_action, shipped_checkpoint
+        from .policy import load_policy, policy_action, policy_share, shipped_checkpoint
 
         ck = args.checkpoint or shipped_checkpoint(args.objective, getattr(args, "memory", "ideal"))
         policy, meta = load_policy(ck)
@@ -197,9 +197,10 @@ def _prepare_methods(methods, args, graph, devices, mkw):
             raise GraphError(f"--method regal: policy {str(ck)!r} was trained for {policy.cfg.devices} device(s), "
                              f"not {devices}; use {use}, or train one with `release regal train --devices {devices}`")
         t0 = time.perf_counter()
-        params = policy_action(policy, graph).brkga_params(policy.cfg, devices)
+        params = policy_action(policy, graph, budget=_positive_int("--budget")(args.budget)).brkga_params(
+            policy.cfg, devices)
         prep["regal"] = (params, time.perf_counter() - t0, str(ck))
-        prep["policy_fraction"] = meta.get("policy_fraction") if isinstance(meta, dict) else None
+        prep["policy_fraction"] = policy_share(policy, meta, _positive_int("--budget")(args.budget))
     if mkw["memory_limit"] is not None:
         import numpy as np
 
@@ -280,13 +281,12 @@ def _optimize(args) -> int:
         elif name == "regal":
             import scipy.special  # noqa: F401  (Beta inverse CDF; imported before the search clock starts)
 
-            from .brkga import brkga, policy_fraction_schedule
+            from .brkga import brkga
 
             params, t_inf, ck = prep["regal"]
             logger.info("regal policy %s: inference %.3f s", ck, t_inf)
             t0 = time.perf_counter()  # search time only; loading and inference are reported separately
-            r = brkga(model, budget, seed=args.seed, initial=seeds, policy_fraction=policy_fraction_schedule(budget, table=prep["policy_fraction"]),
-                      **params)
+            r = brkga(model, budget, seed=args.seed, initial=seeds, policy_fraction=prep["policy_fraction"], **params)
             chrom, obj, vio, evals, status = (r.best_chromosome, r.best_objective, r.best_violation,
                                               r.evaluations, f"policy inference {1e3 * t_inf:.0f} ms")
         else:
@@ -392,12 +392,16 @@ def _train(args) -> int:
     workers = _positive_int("--workers")(args.workers)
     devices = _positive_int("--devices")(args.devices) if args.devices else (2 if args.objective == "runtime" else 1)
     graphs = training_graphs(args.graphs, args.nodes, args.width, args.edge_density, args.data_seed)
-    cfg = TrainConfig(objective=args.objective, devices=devices, budget=budget, steps=steps,
+    budgets = ([_positive_int("--budgets")(b.strip()) for b in args.budgets.split(",")]
+               if args.budgets is not None else None)
+    cfg = TrainConfig(objective=args.objective, devices=devices, budget=budget, steps=steps, budgets=budgets,
+                      seeded=args.seeded,
                       batch_graphs=args.batch_graphs, samples=args.samples, lr=args.lr, entropy=args.entropy,
                       per_node_logp=args.per_node_logp, brkga=_brkga_config(args.brkga_config), workers=workers, seed=args.seed)
     cfg.validate()
     print(f"training on {len(graphs)} graphs ({graphs[0].n} nodes first), objective {args.objective}, "
-          f"{devices} device(s), budget {budget}, {steps} steps, {workers} worker(s)")
+          f"{devices} device(s), {'budgets ' + args.budgets if budgets else f'budget {budget}'}, {steps} steps, "
+          f"{workers} worker(s)")
     t0 = time.perf_counter()
 
     def progress(step, total, rec):
@@ -470,10 +474,9 @@ def _apply(args) -> int:
                 m = PerformanceModel(graph, 1, "peak-memory", memory_plan=plan)
                 kw = {"initial": seeds} if name in SEARCH_METHODS else {}
                 if name == "regal":
-                    from .brkga import brkga, policy_fraction_schedule
+                    from .brkga import brkga
 
-                    r = brkga(m, budget, seed=args.seed, initial=seeds,
-                              policy_fraction=policy_fraction_schedule(budget, table=prep["policy_fraction"]),
+                    r = brkga(m, budget, seed=args.seed, initial=seeds, policy_fraction=prep["policy_fraction"],
                               **prep["regal"][0])
                 else:
                     r = run_method(name, m, budget, args.seed, **kw)
@@ -580,6 +583,11 @@ def register(subparsers) -> None:
     t.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic splits (default 0)")
     t.add_argument("--steps", default="150", help="policy-gradient steps (default 150)")
     t.add_argument("--budget", default="1000", help="BRKGA evaluations per run (default 1000)")
+    t.add_argument("--budgets", default=None,
+                   help="comma-separated budgets, one drawn per step; the policy is then conditioned on the budget "
+                        "(replaces --budget; e.g. 500,2000)")
+    t.add_argument("--seeded", action="store_true",
+                   help="start every BRKGA run from the given order and the greedy solution, as optimize does")
     t.add_argument("--batch-graphs", type=int, default=4, help="graphs per step (default 4)")
     t.add_argument("--samples", type=int, default=4, help="sampled choice sets per graph and step (default 4)")
     t.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")

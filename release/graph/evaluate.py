@@ -101,7 +101,7 @@ def evaluate_policy(policy, graphs, cfg: EvalConfig, seeds=None, tuned: BRKGACon
     tasks = []
     for g, s in zip(graphs, seeds):
         t0 = time.perf_counter()
-        act = policy_action(policy, g)
+        act = policy_action(policy, g, budget=cfg.budget)
         infer = time.perf_counter() - t0
         tasks.append(((g, act.brkga_params(policy.cfg, cfg.devices), cfg, s, tuned), infer))
     if cfg.workers > 1:

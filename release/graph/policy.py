@@ -112,6 +112,10 @@ class PolicyConfig:
     plain_prob: float = 0.5
     """Initial probability of choice 0 (plain BRKGA) in every head; the other choices share the rest equally
     (head weights start at 1/10 of torch's default scale, so the start is close to this everywhere)."""
+    budget_input: bool = False
+    """Condition the heads on the evaluation budget: :func:`budget_feature` of the budget BRKGA will run with is
+    appended to every node's head input, so one policy can choose differently at 500 and at 5,000 evaluations.
+    False (the shipped checkpoints) keeps the heads' input ``2 * hidden`` wide."""
 
     @property
     def key_types(self) -> int:
@@ -132,6 +136,19 @@ class PolicyConfig:
             raise GraphError(f"plain_prob must be in (0, 1), got {self.plain_prob}")
         if not self.rho_grid or any(not 0 <= r <= 1 for r in self.rho_grid):
             raise GraphError(f"rho_grid entries must be in [0, 1], got {self.rho_grid}")
+
+
+def budget_feature(budget: int) -> float:
+    """The budget input of a budget-conditioned policy: ``log10(budget) / 4`` (0.75 at 1,000, 1.0 at 10,000).
+
+    Raises
+    ------
+    GraphError
+        For a budget that is not a positive integer.
+    """
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
+        raise GraphError(f"evaluation budget must be a positive integer, got {budget!r}; use --budget 1 or more")
+    return float(np.log10(int(budget)) / 4.0)
 
 
 def _mlp(i: int, h: int, o: int):
@@ -177,8 +194,9 @@ class RegalPolicy(nn.Module):
         self.fwd = nn.ModuleList([nn.Linear(h, h) for _ in range(cfg.layers)])
         self.bwd = nn.ModuleList([nn.Linear(h, h) for _ in range(cfg.layers)])
         self.upd = nn.ModuleList([_mlp(3 * h, h, h) for _ in range(cfg.layers)])
-        self.key_head = nn.Linear(2 * h, cfg.key_types * len(cfg.beta_grid))
-        self.rho_head = nn.Linear(2 * h, len(cfg.rho_grid))
+        z = 2 * h + (1 if cfg.budget_input else 0)
+        self.key_head = nn.Linear(z, cfg.key_types * len(cfg.beta_grid))
+        self.rho_head = nn.Linear(z, len(cfg.rho_grid))
         with torch.no_grad():
             for head, k in ((self.key_head, len(cfg.beta_grid)), (self.rho_head, len(cfg.rho_grid))):
                 head.weight.mul_(0.1)
@@ -186,8 +204,12 @@ class RegalPolicy(nn.Module):
                 if k > 1:
                     head.bias.view(-1, k)[:, 0] = float(np.log(cfg.plain_prob * (k - 1) / (1 - cfg.plain_prob)))
 
-    def forward(self, x, edges):
-        """``(key_logits, rho_logits)`` of one graph; shapes in the class docstring."""
+    def forward(self, x, edges, budget: int | None = None):
+        """``(key_logits, rho_logits)`` of one graph; shapes in the class docstring.
+
+        ``budget`` (the evaluations BRKGA will run) is required by a policy with ``cfg.budget_input`` and ignored
+        by one without; :class:`GraphError` when it is required and missing.
+        """
         n = x.shape[0]
         h = self.enc(x)
         src, dst = edges[:, 0], edges[:, 1]
@@ -198,7 +220,13 @@ class RegalPolicy(nn.Module):
             mf = torch.zeros_like(h).index_add_(0, dst, f(h)[src]) / indeg  # from predecessors
             mb = torch.zeros_like(h).index_add_(0, src, b(h)[dst]) / outdeg  # from successors
             h = h + u(torch.cat([h, mf, mb], dim=1))
-        z = torch.cat([h, h.mean(0, keepdim=True).expand(n, -1)], dim=1)
+        parts = [h, h.mean(0, keepdim=True).expand(n, -1)]
+        if self.cfg.budget_input:
+            if budget is None:
+                raise GraphError("this REGAL policy is conditioned on the evaluation budget; pass the budget BRKGA "
+                                 "will run with")
+            parts.append(torch.full((n, 1), budget_feature(budget), dtype=h.dtype))
+        z = torch.cat(parts, dim=1)
         key = self.key_head(z).view(n, self.cfg.key_types, len(self.cfg.beta_grid))
         return key, self.rho_head(z)
 
@@ -250,14 +278,16 @@ class Action:
         return cls(np.zeros((n, cfg.key_types), dtype=np.int64), np.zeros(n, dtype=np.int64))
 
 
-def distributions(policy, x, edges):
-    """Categorical distributions (key, rho) of ``policy`` on one graph's tensors."""
-    key_logits, rho_logits = policy(x, edges)
+def distributions(policy, x, edges, budget: int | None = None):
+    """Categorical distributions (key, rho) of ``policy`` on one graph's tensors (``budget``: see
+    :meth:`RegalPolicy.forward`)."""
+    key_logits, rho_logits = policy(x, edges, budget)
     return torch.distributions.Categorical(logits=key_logits), torch.distributions.Categorical(logits=rho_logits)
 
 
-def sample_action(policy, x, edges, generator=None, greedy: bool = False):
-    """Sample (or, with ``greedy``, take the most likely) per-node choices.
+def sample_action(policy, x, edges, generator=None, greedy: bool = False, budget: int | None = None):
+    """Sample (or, with ``greedy``, take the most likely) per-node choices (``budget``: the evaluations BRKGA will
+    run, required by a budget-conditioned policy, see :meth:`RegalPolicy.forward`).
 
     Returns
     -------
@@ -267,7 +297,7 @@ def sample_action(policy, x, edges, generator=None, greedy: bool = False):
     entropy : torch scalar
         Mean per-node entropy (key types and rho summed), differentiable.
     """
-    dk, dr = distributions(policy, x, edges)
+    dk, dr = distributions(policy, x, edges, budget)
     if greedy:
         k, r = dk.probs.argmax(-1), dr.probs.argmax(-1)
     elif generator is not None:
@@ -280,13 +310,32 @@ def sample_action(policy, x, edges, generator=None, greedy: bool = False):
     return Action(k.detach().numpy().astype(np.int64), r.detach().numpy().astype(np.int64)), logp, ent
 
 
-def policy_action(policy, graph: ComputationGraph, greedy: bool = True, seed: int = 0) -> Action:
-    """The policy's choices for ``graph`` (most likely choices by default; ``greedy=False`` samples with ``seed``)."""
+def policy_action(policy, graph: ComputationGraph, greedy: bool = True, seed: int = 0,
+                  budget: int | None = None) -> Action:
+    """The policy's choices for ``graph`` (most likely choices by default; ``greedy=False`` samples with ``seed``).
+
+    ``budget``: the evaluations BRKGA will run; a budget-conditioned policy (``cfg.budget_input``) needs it,
+    others ignore it. Raises :class:`GraphError` when it is needed and missing.
+    """
     x, e = graph_tensors(graph)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        a, _, _ = sample_action(policy, x, e, generator=gen, greedy=greedy)
+        a, _, _ = sample_action(policy, x, e, generator=gen, greedy=greedy, budget=budget)
     return a
+
+
+def policy_share(policy, meta, budget: int) -> float:
+    """Share of BRKGA's population ``policy`` biases at ``budget`` evaluations, as ``release regal optimize`` uses it.
+
+    A budget-conditioned policy (``cfg.budget_input``) chose its distributions for this budget: 1 (all of it).
+    Any other policy: :func:`release.graph.brkga.policy_fraction_schedule` with its checkpoint's ``policy_fraction``
+    table (``meta``, as :func:`load_policy` returns it), else the default rule.
+    """
+    from .brkga import policy_fraction_schedule
+
+    if policy.cfg.budget_input:
+        return 1.0
+    return policy_fraction_schedule(int(budget), table=meta.get("policy_fraction") if isinstance(meta, dict) else None)
 
 
 def save_policy(policy, path, meta: dict | None = None, extra: dict | None = None) -> None:

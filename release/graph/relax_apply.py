@@ -476,14 +476,13 @@ def reorder_for_memory(mod, method: str = "brkga", budget: int = 2000, seed: int
     model = PerformanceModel(graph, 1, "peak-memory", memory_plan=plan)
     seeds = seed_chromosomes(model)
     if method == "regal":
-        from .brkga import brkga, policy_fraction_schedule
-        from .policy import load_policy, policy_action, shipped_checkpoint
+        from .brkga import brkga
+        from .policy import load_policy, policy_action, policy_share, shipped_checkpoint
 
         policy, meta = load_policy(shipped_checkpoint("peak-memory", "tvm"))
-        params = policy_action(policy, graph).brkga_params(policy.cfg, 1)
-        table = meta.get("policy_fraction") if isinstance(meta, dict) else None
+        params = policy_action(policy, graph, budget=int(budget)).brkga_params(policy.cfg, 1)
         res = brkga(model, int(budget), seed=seed, initial=seeds,
-                    policy_fraction=policy_fraction_schedule(int(budget), table=table), **params)
+                    policy_fraction=policy_share(policy, meta, int(budget)), **params)
     else:
         res = run_method("brkga", model, int(budget), seed, initial=seeds)
     order = PerformanceModel(graph, 1, "peak-memory").decode(res.best_chromosome).order.tolist()

@@ -78,6 +78,12 @@ class TrainConfig:
     """Cross-device transfer latency of the performance model, us."""
     bandwidth: float = 1e4
     """Cross-device bandwidth, bytes per us."""
+    budgets: list | None = None
+    """Budgets to train at (each step draws one for all its runs); the policy is then conditioned on the budget
+    (``PolicyConfig.budget_input``) and ``budget`` is unused. None: every run at ``budget``, unconditioned."""
+    seeded: bool = False
+    """Start every BRKGA run (the policy's and plain alike) from the given order and the greedy solution
+    (:func:`release.graph.baselines.seed_chromosomes`), as ``release regal optimize`` runs it."""
     memory: str = "ideal"
     """Peak-memory objective: "ideal" (per-tensor liveness) or "tvm" (the bytes TVM's StaticPlanBlockMemory
     plans; :func:`train` then needs one :class:`~release.graph.tvm_plan.TVMPlanModel` per graph)."""
@@ -89,6 +95,9 @@ class TrainConfig:
         for name in ("devices", "budget", "steps", "batch_graphs", "seeds_per_graph", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise GraphError(f"training {name} must be >= 1, got {getattr(self, name)}")
+        if self.budgets is not None and (not self.budgets or any(
+                isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1 for b in self.budgets)):
+            raise GraphError(f"training budgets must be positive integers, got {self.budgets}")
         if self.samples < 2:
             raise GraphError(f"training samples must be >= 2 (leave-one-out baseline), got {self.samples}")
         if self.brkga is not None:
@@ -134,18 +143,32 @@ class BRKGAJob:
         ``devices``, ``objective`` and further :class:`PerformanceModel` arguments; ``memory_plans`` (a list with
         one :class:`~release.graph.tvm_plan.TVMPlanModel` per graph, pure Python and picklable) makes graph
         ``gi``'s model use ``memory_plan=memory_plans[gi]``.
+    seeded : bool, default False
+        Start every run from :func:`~release.graph.baselines.seed_chromosomes` (given order, greedy solution).
     """
 
-    def __init__(self, graph_dicts, model_kw) -> None:
+    def __init__(self, graph_dicts, model_kw, seeded: bool = False) -> None:
         self.graph_dicts = list(graph_dicts)
         self.model_kw = dict(model_kw)
+        self.seeded = bool(seeded)
         self._models: dict = {}
+        self._initial: dict = {}
 
     def __getstate__(self) -> dict:
-        return {"graph_dicts": self.graph_dicts, "model_kw": self.model_kw}
+        return {"graph_dicts": self.graph_dicts, "model_kw": self.model_kw, "seeded": self.seeded}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["graph_dicts"], state["model_kw"])
+        self.__init__(state["graph_dicts"], state["model_kw"], state.get("seeded", False))
+
+    def initial(self, gi: int):
+        """The chromosomes graph ``gi``'s runs start from (None unless ``seeded``)."""
+        if not self.seeded:
+            return None
+        if gi not in self._initial:
+            from .baselines import seed_chromosomes
+
+            self._initial[gi] = seed_chromosomes(self.model(gi))
+        return self._initial[gi]
 
     def model(self, gi: int):
         """The :class:`PerformanceModel` of graph ``gi`` (built on first use)."""
@@ -170,7 +193,7 @@ class BRKGAJob:
         params = dict(params or {})
         if config is not None and params.get("rho") is None:
             params.pop("rho", None)
-        r = brkga(self.model(gi), budget, config, seed=seed, **params)
+        r = brkga(self.model(gi), budget, config, seed=seed, initial=self.initial(gi), **params)
         return r.best_objective, r.best_violation
 
 
@@ -184,13 +207,17 @@ class BRKGARunner:
     devices : int
     workers : int
         Processes (<= 1: inline, in this process).
+    seeded : bool, default False
+        Start every run from the given order and the greedy solution (:class:`BRKGAJob`).
     **model_kw
         Further :class:`PerformanceModel` arguments (latency_us, bandwidth, memory_limit), or ``memory_plans``
         (one TVMPlanModel per graph).
     """
 
-    def __init__(self, graphs, objective: str, devices: int, workers: int = 1, **model_kw) -> None:
-        self.job = BRKGAJob([g.to_dict() for g in graphs], dict(objective=objective, devices=devices, **model_kw))
+    def __init__(self, graphs, objective: str, devices: int, workers: int = 1, seeded: bool = False,
+                 **model_kw) -> None:
+        self.job = BRKGAJob([g.to_dict() for g in graphs], dict(objective=objective, devices=devices, **model_kw),
+                            seeded)
         self.pool = None
         if workers > 1:
             self.pool = ProcessPoolExecutor(workers, initializer=_init_worker)
@@ -211,6 +238,13 @@ class BRKGARunner:
 def train_seed(graph_index: int, k: int) -> int:
     """BRKGA seed ``k`` (0 <= k < seeds_per_graph) of training graph ``graph_index``."""
     return int(graph_index * 7919 + k)
+
+
+def _plain_key(text: str) -> tuple:
+    """A cached plain-BRKGA result's key from its checkpoint form: ``"graph,seed,budget"``; a checkpoint written
+    before budgets were keyed holds ``"graph,seed"`` (budget -1: never matched, so it is run again)."""
+    k = tuple(map(int, text.split(",")))
+    return k if len(k) == 3 else (k[0], k[1], -1)
 
 
 def reward(plain: tuple[float, float], ours: tuple[float, float]) -> float:
@@ -285,7 +319,8 @@ def train(
     if memory_plans is not None and len(memory_plans) != len(graphs):
         raise GraphError(f"{len(memory_plans)} memory plans for {len(graphs)} graphs; give one per graph")
     torch.manual_seed(cfg.seed)
-    pcfg = PolicyConfig(devices=cfg.devices, hidden=cfg.hidden, layers=cfg.layers)
+    pcfg = PolicyConfig(devices=cfg.devices, hidden=cfg.hidden, layers=cfg.layers,
+                        budget_input=cfg.budgets is not None)
     policy = RegalPolicy(pcfg)
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
     state = TrainState()
@@ -301,13 +336,13 @@ def train(
             opt.load_state_dict(d["optimizer"])
         st = d.get("train_state", {})
         state = TrainState(st.get("step", 0), st.get("history", []),
-                           {tuple(map(int, k.split(","))): tuple(v) for k, v in st.get("plain", {}).items()},
+                           {_plain_key(k): tuple(v) for k, v in st.get("plain", {}).items()},
                            st.get("seconds", 0.0))
         logger.info("resumed from %s at step %d", ck, state.step)
     tensors = [graph_tensors(g) for g in graphs]
     extra_kw = {"memory_plans": list(memory_plans)} if memory_plans is not None else {}
-    runner = BRKGARunner(graphs, cfg.objective, cfg.devices, cfg.workers, latency_us=cfg.latency_us,
-                         bandwidth=cfg.bandwidth, **extra_kw)
+    runner = BRKGARunner(graphs, cfg.objective, cfg.devices, cfg.workers, seeded=cfg.seeded,
+                         latency_us=cfg.latency_us, bandwidth=cfg.bandwidth, **extra_kw)
 
     def save():
         if ck is None:
@@ -319,7 +354,7 @@ def train(
         save_policy(policy, tmp, meta={**(meta or {}), "train_config": asdict(cfg)}, extra={
             "optimizer": opt.state_dict(),
             "train_state": {"step": state.step, "history": state.history, "seconds": state.seconds,
-                            "plain": {f"{k[0]},{k[1]}": list(v) for k, v in state.plain.items()}},
+                            "plain": {",".join(map(str, k)): list(v) for k, v in state.plain.items()}},
         })
         tmp.replace(ck)
 
@@ -330,20 +365,22 @@ def train(
             gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
             batch = rng.choice(len(graphs), size=min(cfg.batch_graphs, len(graphs)), replace=False).tolist()
             seeds = [train_seed(gi, state.step % cfg.seeds_per_graph) for gi in batch]
+            budget = int(rng.choice(cfg.budgets)) if cfg.budgets is not None else cfg.budget
+            cond = budget if cfg.budgets is not None else None
             logps, ents, tasks = [], [], []
             for gi, s in zip(batch, seeds):
                 x, e = tensors[gi]
                 for _ in range(cfg.samples):
-                    a, lp, ent = sample_action(policy, x, e, generator=gen)
+                    a, lp, ent = sample_action(policy, x, e, generator=gen, budget=cond)
                     logps.append(lp / x.shape[0] if cfg.per_node_logp else lp)
                     ents.append(ent)
-                    tasks.append((gi, cfg.budget, s, a.brkga_params(policy.cfg, cfg.devices), cfg.brkga))
-            need = sorted({(gi, s) for gi, s in zip(batch, seeds) if (gi, s) not in state.plain})
-            res = runner.run([(gi, cfg.budget, s, None, cfg.brkga) for gi, s in need] + tasks)
+                    tasks.append((gi, budget, s, a.brkga_params(policy.cfg, cfg.devices), cfg.brkga))
+            need = sorted({(gi, s, budget) for gi, s in zip(batch, seeds) if (gi, s, budget) not in state.plain})
+            res = runner.run([(gi, b, s, None, cfg.brkga) for gi, s, b in need] + tasks)
             for k, r in zip(need, res[: len(need)]):
                 state.plain[k] = r
             res = res[len(need):]
-            R = np.array([reward(state.plain[(batch[i // cfg.samples], seeds[i // cfg.samples])], r)
+            R = np.array([reward(state.plain[(batch[i // cfg.samples], seeds[i // cfg.samples], budget)], r)
                           for i, r in enumerate(res)]).reshape(len(batch), cfg.samples)
             base = (R.sum(1, keepdims=True) - R) / (cfg.samples - 1)
             adv = R - base
@@ -356,7 +393,7 @@ def train(
             secs = time.perf_counter() - t0
             state.seconds += secs
             state.step += 1
-            rec = {"step": state.step, "reward": float(R.mean()), "reward_max": float(R.max()),
+            rec = {"step": state.step, "budget": budget, "reward": float(R.mean()), "reward_max": float(R.max()),
                    "entropy": float(torch.stack(ents).mean().detach()), "seconds": secs}
             state.history.append(rec)
             logger.info("step %d/%d reward %.4f entropy %.3f (%.1f s)", state.step, cfg.steps, rec["reward"],
@@ -397,7 +434,8 @@ def expected_reward(policy, graphs, objective: str, devices: int, budget: int, s
             for s in (seeds if seeds is not None else [train_seed(gi, k) for k in range(seeds_per_graph)]):
                 plain.append((gi, budget, s, None))
                 for _ in range(samples):
-                    a, _, _ = sample_action(policy, x, e, generator=gen)
+                    a, _, _ = sample_action(policy, x, e, generator=gen,
+                                            budget=budget if policy.cfg.budget_input else None)
                     tasks.append((gi, budget, s, a.brkga_params(policy.cfg, devices)))
     runner = BRKGARunner(graphs, objective, devices, workers, **model_kw)
     try:

@@ -164,6 +164,19 @@ def test_train_cli_writes_a_loadable_checkpoint(tmp_path, capsys):
     pol, meta = load_policy(ck)
     assert pol.cfg.devices == 2 and "regal train" in meta["command"]
     assert main(["regal", "train", "--steps", "0", "--out", str(ck)]) == 2
+    # budget-conditioned, seeded training from the CLI; optimize then conditions the policy on its --budget
+    ck2 = tmp_path / "b.pt"
+    assert main(["regal", "train", "--objective", "runtime", "--graphs", "2", "--nodes", "12", "--width", "3",
+                 "--steps", "2", "--budgets", "30,40", "--seeded", "--batch-graphs", "2", "--samples", "2",
+                 "--out", str(ck2)]) == 0
+    assert "budgets 30,40" in capsys.readouterr().out
+    pol2, meta2 = load_policy(ck2)
+    assert pol2.cfg.budget_input and meta2["train_config"]["seeded"] and meta2["train_config"]["budgets"] == [30, 40]
+    assert main(["regal", "optimize", "--graph", "synthetic:3", "--objective", "runtime", "--budget", "50",
+                 "--method", "regal", "--checkpoint", str(ck2)]) == 0
+    assert main(["regal", "train", "--budgets", "500,x", "--steps", "1", "--out", str(tmp_path / "c.pt")]) == 2
+    assert "--budgets must be a positive integer, got 'x'" in capsys.readouterr().err
+    assert not (tmp_path / "c.pt").exists()
 
 
 def test_evaluate_graph_rows_are_consistent():
@@ -251,3 +264,96 @@ def test_training_against_a_given_brkga_config():
         TrainConfig(brkga={"pop": 10}).validate()
     with pytest.raises(GraphError, match="population"):
         TrainConfig(brkga={"population": 1}).validate()
+
+
+def test_budget_conditioned_policy_reads_the_budget_and_requires_it():
+    g = random_layered_graph(SyntheticConfig(n_nodes=30, width=6), 3)
+    x, e = graph_tensors(g)
+    torch.manual_seed(0)
+    pol = RegalPolicy(PolicyConfig(devices=2, hidden=8, layers=1, budget_input=True))
+    with torch.no_grad():  # the last input column of the heads is the budget: a heavy weight there moves the logits
+        pol.key_head.weight[:, -1] = 5.0
+        k500, r500 = pol(x, e, 500)
+        k5000, r5000 = pol(x, e, 5000)
+    assert k500.shape == (30, 3, len(pol.cfg.beta_grid)) and pol.key_head.in_features == 2 * 8 + 1
+    assert not torch.allclose(k500, k5000)
+    with pytest.raises(GraphError, match="conditioned on the evaluation budget"):
+        pol(x, e)
+    with pytest.raises(GraphError, match="positive integer"):
+        pol(x, e, 0)
+    # an unconditioned policy keeps its 2 * hidden heads and ignores a budget
+    plain = RegalPolicy(PolicyConfig(devices=2, hidden=8, layers=1))
+    assert plain.key_head.in_features == 16
+    with torch.no_grad():
+        assert torch.equal(plain(x, e)[0], plain(x, e, 700)[0])
+
+
+def test_training_at_several_budgets_from_seed_chromosomes(tmp_path):
+    from release.graph.baselines import seed_chromosomes
+    from release.graph.train import BRKGAJob
+
+    graphs = make_splits(3, 0, 0, SyntheticConfig(n_nodes=14, width=4), seed=5).train
+    cfg = TrainConfig(objective="runtime", devices=2, budgets=[20, 60], seeded=True, steps=6, batch_graphs=2,
+                      samples=2, seeds_per_graph=1, hidden=8, layers=1, seed=0, checkpoint_every=2)
+    ck = tmp_path / "b.pt"
+    pol, state = train(graphs, cfg, ck)
+    assert pol.cfg.budget_input
+    assert {h["budget"] for h in state.history} == {20, 60}
+    # the plain-BRKGA cache is keyed by graph, seed and budget; a cached value is plain BRKGA from the seeds
+    assert {k[2] for k in state.plain} == {20, 60}
+    gi, s, b = next(iter(state.plain))
+    m = PerformanceModel(graphs[gi], 2, "runtime")
+    assert state.plain[(gi, s, b)][0] == brkga(m, b, seed=s, initial=seed_chromosomes(m)).best_objective
+    # seeded runs are never worse than the seed chromosomes, whatever the policy chose
+    job = BRKGAJob([graphs[gi].to_dict()], {"objective": "runtime", "devices": 2}, seeded=True)
+    best_seed = min(job.model(0).evaluate_population(job.initial(0))[0])
+    a = policy_action(pol, graphs[gi], budget=20).brkga_params(pol.cfg, 2)
+    assert job((0, 20, 1, a))[0] <= best_seed
+    # the checkpoint resumes with its budget-keyed cache and drives the CLI with the budget
+    loaded, _ = load_policy(ck)
+    assert loaded.cfg.budget_input
+    _, s2 = train(graphs, TrainConfig(**{**cfg.__dict__, "steps": 7}), ck, resume=True)
+    assert s2.step == 7 and set(state.plain) <= set(s2.plain)
+    with pytest.raises(GraphError, match="positive integers"):
+        TrainConfig(budgets=[100, 0]).validate()
+
+
+def test_policy_headroom_script_quick(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "policy_headroom", Path(__file__).resolve().parents[2] / "benchmarks/regal/policy_headroom.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["train", "--quick", "--workers", "1", "--out", str(tmp_path)]) == 0
+    assert mod.main(["dev", "--quick", "--workers", "1", "--out", str(tmp_path)]) == 0
+    assert set(json.loads((tmp_path / "dev.json").read_text())) == {"100"}
+    assert mod.main(["evaluate", "--quick", "--out", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert [g["name"] for g in doc["graphs"]] == ["synthetic-30-s0", "synthetic-40-s1"]
+    for g in doc["graphs"]:
+        m = PerformanceModel(mod.load_graph(g["spec"]), 2, "runtime")
+        from release.graph.baselines import seed_chromosomes
+
+        seeded = min(m.evaluate_population(seed_chromosomes(m))[0])
+        for r in g["rows"]:
+            assert r["equal_time_evals"] >= r["budget"] and r["infer_s"] > 0
+            for k in ("regal", "brkga@evals", "brkga@time", "local@time", "shipped"):
+                assert r[k] <= seeded  # every method starts from the seed chromosomes
+            assert r["brkga@time"] <= r["brkga@evals"]  # a longer prefix of the same run
+    table = (tmp_path / "table.md").read_text()
+    assert "| synthetic-30-s0 | 30 | 100 |" in table and "headroom unknown | 2 |" in table
+
+
+def test_policy_share_full_for_a_budget_conditioned_policy_schedule_otherwise():
+    from release.graph.brkga import policy_fraction_schedule
+    from release.graph.policy import policy_share
+
+    cond = RegalPolicy(PolicyConfig(devices=2, hidden=8, layers=1, budget_input=True))
+    plain = RegalPolicy(PolicyConfig(devices=2, hidden=8, layers=1))
+    for b in (500, 2000, 8000):
+        assert policy_share(cond, {}, b) == 1.0
+        assert policy_share(plain, {}, b) == policy_fraction_schedule(b)
+    assert policy_share(plain, {}, 8000) == 0.0 and policy_share(plain, {}, 2000) == 0.5
+    assert policy_share(plain, {"policy_fraction": [[0, 0.25]]}, 500) == 0.25
