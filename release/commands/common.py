@@ -27,7 +27,8 @@ def add_measure_args(p) -> None:
                         "(AdaTune-style early termination; default 2; 0: every config gets --repeat costs)")
     p.add_argument("--cache-flush", action="store_true",
                    help="flush the CPU caches of a kernel's weights before every repeat (AutoTVM's "
-                        "enable_cpu_cache_flush): timed as inside a model, not hot; keep one setting per log")
+                        "enable_cpu_cache_flush): timed as inside a model, not hot; stored in each record, and a log "
+                        "measured with the other setting is not resumed")
 
 
 def add_knowledge_args(p) -> None:

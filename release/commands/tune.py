@@ -222,7 +222,7 @@ def run_tune(config: TuneConfig, renderer: TuneRenderer | None = None) -> TuneRe
         An unknown workload or layout, a log of another task or that is not a log, no device or RPC
         tracker, bad tuner options (:func:`release.tuners.get_tuner`).
     """
-    from ..measure import check_log_for_task, log_to_database, log_to_file
+    from ..measure import check_log_cache_flush, check_log_for_task, log_to_database, log_to_file
     from ..measure.measurer import measure_missing_defaults
     from ..relax import default_ms
     from ..task import create_task
@@ -236,6 +236,7 @@ def run_tune(config: TuneConfig, renderer: TuneRenderer | None = None) -> TuneRe
     threads = use_threads(thread_count(task.target))  # before any worker starts: they inherit TVM_NUM_THREADS
     log = config.log or os.path.join("runs", f"{task.name}.{config.tuner}.jsonl")
     previous = check_log_for_task(log, task)
+    check_log_cache_flush(previous, config.measure.cache_flush, log)
     option = config.measure.make_option()
     option["runner"].check_device(task.target)  # before the (slow on CUDA) knob space is built
     kwargs = dict(config.tuner_options)

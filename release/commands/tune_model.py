@@ -380,6 +380,10 @@ def run_tune_model(config: TuneModelConfig, renderer: TuneModelRenderer | None =
     r.extracted(model, tasks, time.time() - t0, config.layout)
     log = config.log
     check_log_for_model(log, tasks, config.model)
+    if os.path.exists(log) and os.path.getsize(log):
+        from ..measure import check_log_cache_flush, load_records
+
+        check_log_cache_flush(load_records(log), config.measure.cache_flush, log)
     r.log_file(log, os.path.exists(log) and bool(os.path.getsize(log)))
     chunk = M.default_chunk(option["builder"].n_parallel)
     covered = min(len(tasks), -(-config.n_trial // chunk))  # a last, partial chunk still reaches its task

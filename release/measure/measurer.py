@@ -204,6 +204,7 @@ class Measurer:
             r = results[i]
             r.costs, r.run_s, r.error_kind, r.error_msg = costs, secs, kind, msg
             r.threads = self.runner.threads
+            r.cache_flush = bool(getattr(self.runner, "enable_cpu_cache_flush", False))
             self._book(r, cutoffs.get(i))
             shutil.rmtree(os.path.dirname(path), ignore_errors=True)
             done(r)
@@ -268,6 +269,7 @@ def measure_defaults(tasks: Sequence, option: dict, on_result=None) -> list[Meas
                 costs, rsecs, kind, msg = runner.run([(path, args)], tasks[i].target)[0]
                 r.costs, r.run_s, r.error_kind, r.error_msg = costs, rsecs, kind, msg
                 r.threads = runner.threads
+                r.cache_flush = bool(getattr(runner, "enable_cpu_cache_flush", False))
                 shutil.rmtree(os.path.dirname(path), ignore_errors=True)
             r.timestamp = time.time()
             r.measure_s = time.perf_counter() - t0

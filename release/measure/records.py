@@ -157,6 +157,26 @@ def check_log_for_task(path: str | os.PathLike, task) -> list[Record]:
     return mine
 
 
+def check_log_cache_flush(records, cache_flush: bool, log: str) -> None:
+    """Refuse to resume ``records`` (of the log at ``log``) with another cache-flush setting than they were
+    measured with: a kernel timed with its weights flushed and one timed hot are not comparable, so one log keeps
+    one setting (:attr:`MeasureResult.cache_flush`, ``--cache-flush``). Records that were not run (errors, TVM's
+    default schedule) are not counted.
+
+    Raises
+    ------
+    RecordError
+        Successful records of the log were measured with the other setting.
+    """
+    other = [r for r in records if r.ok and not r.default and bool(r.cache_flush) != bool(cache_flush)]
+    if other:
+        was = "with" if other[0].cache_flush else "without"
+        now = "with" if cache_flush else "without"
+        fix = "add --cache-flush" if other[0].cache_flush else "drop --cache-flush"
+        raise RecordError(f"log {log} holds {len(other)} records measured {was} the CPU cache flushed, and this run "
+                          f"measures {now}: their costs are not comparable; {fix}, or give a new --log")
+
+
 class log_to_file(Callback):
     """Tuner callback (AutoTVM's ``autotvm.callback.log_to_file``): append every record, flushed.
 

@@ -150,6 +150,11 @@ class MeasureResult:
         its first repeat was over ``early_termination`` times the task's best mean so far, so ``costs``
         holds that one repeat instead of ``repeat``. Its ``mean_cost`` is a valid cost (an upper
         bound on its speed), never a best. False in logs written before the field existed.
+    cache_flush : bool
+        The CPU caches of the kernel's arguments but the first were flushed before every repeat
+        (``LocalRunner(enable_cpu_cache_flush=True)``, ``--cache-flush``): costs of a log taken with and
+        without it are not comparable, so a resumed run must keep the setting
+        (:func:`release.measure.records.check_log_cache_flush`). False in logs written before the field existed.
     default : bool
         The kernel measured is TVM's default schedule of the task's program (the unscheduled
         function as the untuned build lowers it: ``config`` is ``()``, ``trace`` None), measured
@@ -190,6 +195,7 @@ class MeasureResult:
     threads: int = 0
     layout_rewrite: bool = False
     cut_short: bool = False
+    cache_flush: bool = False
     default: bool = False
     machine: str = ""
     release_version: str = ""

@@ -203,3 +203,35 @@ def test_the_fidelity_replay_counts_cuts_and_a_lost_best():
     assert out["best_changed"] and out["best_ratio"] == pytest.approx(0.5 / (1.4 / 3))
     assert out["run_saved"] == pytest.approx(2 * 2 / 3)
     assert fid.replay(recs, 3.0)["cut"] == 0  # 3.0 is not over 3 x 1.0, 1.2 not over 1.5
+
+
+def test_records_say_whether_the_cache_was_flushed_and_a_resume_keeps_the_setting(tmp_path, capsys):
+    """--cache-flush is stored in each record; resuming a log with the other setting is refused in one line
+    (exit 2, nothing appended), with the same setting it resumes; the check counts only kernels that ran."""
+    from release.cli import main
+    from release.errors import RecordError
+    from release.measure import check_log_cache_flush, load_records
+
+    log = tmp_path / "m.jsonl"
+    base = ["tune", "--workload", "tiny.matmul.1", "--tuner", "random", "--no-knowledge", "--log", str(log),
+            "--no-progress", "--repeat", "1", "--min-repeat-ms", "1"]
+    assert main(base + ["--n-trial", "2", "--cache-flush"]) == 0
+    recs = load_records(log)
+    assert len(recs) == 2 and all(r.cache_flush for r in recs if r.ok) and any(r.ok for r in recs)
+    capsys.readouterr()
+    assert main(base + ["--n-trial", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "measured with the CPU cache flushed" in err and "add --cache-flush, or give a new --log" in err
+    assert len(load_records(log)) == 2  # nothing appended
+    assert main(base + ["--n-trial", "3", "--cache-flush"]) == 0
+    assert len(load_records(log)) == 3
+    # an old line without the field reads as not flushed; failed and default-schedule records do not count
+    hot = MeasureResult(config=(1,), costs=[1e-3])
+    failed = MeasureResult(config=(2,), error_kind="run_error", error_msg="x")
+    default = MeasureResult(config=(), costs=[1e-3], default=True)
+    old = json.loads(hot.to_json())
+    del old["cache_flush"]
+    assert MeasureResult.from_json(json.dumps(old)).cache_flush is False
+    check_log_cache_flush([failed, default], True, "x.jsonl")
+    with pytest.raises(RecordError, match="measured without the CPU cache flushed.*drop --cache-flush"):
+        check_log_cache_flush([hot, failed], True, "x.jsonl")
