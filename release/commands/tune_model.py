@@ -161,7 +161,7 @@ class TuneModelConfig:
                    progress=not args.no_progress, ray=args.ray, ray_cpus=args.ray_cpus, split=args.split)
 
 
-def check_log_for_model(log: str, tasks, model: str) -> None:
+def check_log_for_model(log: str, tasks, model: str) -> list:
     """Refuse a ``--log`` that holds records but none of the model's tasks (another model's or an
     operator's log): resuming it would measure everything again into a file of something else, as
     ``release tune`` refuses a log of another task.
@@ -171,9 +171,14 @@ def check_log_for_model(log: str, tasks, model: str) -> None:
     TunerError
         The log holds records and none of them belongs to a task of ``tasks`` (:meth:`release.task.Task.owns`)
         or bears one's name (records of the model from a machine of another ISA class are kept).
+
+    Returns
+    -------
+    list of Record
+        The log's records, TVM's default-schedule ones included (empty for a missing or empty log).
     """
     if not os.path.exists(log) or not os.path.getsize(log):
-        return
+        return []
     from ..measure.records import load_records
 
     recs = load_records(log, defaults=True)
@@ -182,6 +187,7 @@ def check_log_for_model(log: str, tasks, model: str) -> None:
         # (a log of this model from a machine of another ISA class has its task names: not refused)
         raise TunerError(f"--log {log} holds {len(recs)} records, none of {model}'s {len(tasks)} tasks (they are of "
                          f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''}); give a new --log for this model")
+    return recs
 
 
 def memory_budget_arg(text) -> int:
@@ -379,11 +385,9 @@ def run_tune_model(config: TuneModelConfig, renderer: TuneModelRenderer | None =
     tasks = M.extract_tasks(model, target, progress=config.progress, layout=config.layout)
     r.extracted(model, tasks, time.time() - t0, config.layout)
     log = config.log
-    check_log_for_model(log, tasks, config.model)
-    if os.path.exists(log) and os.path.getsize(log):
-        from ..measure import check_log_cache_flush, load_records
+    from ..measure import check_log_cache_flush
 
-        check_log_cache_flush(load_records(log), config.measure.cache_flush, log)
+    check_log_cache_flush(check_log_for_model(log, tasks, config.model), config.measure.cache_flush, log)
     r.log_file(log, os.path.exists(log) and bool(os.path.getsize(log)))
     chunk = M.default_chunk(option["builder"].n_parallel)
     covered = min(len(tasks), -(-config.n_trial // chunk))  # a last, partial chunk still reaches its task

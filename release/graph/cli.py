@@ -197,10 +197,10 @@ def _prepare_methods(methods, args, graph, devices, mkw):
             raise GraphError(f"--method regal: policy {str(ck)!r} was trained for {policy.cfg.devices} device(s), "
                              f"not {devices}; use {use}, or train one with `release regal train --devices {devices}`")
         t0 = time.perf_counter()
-        params = policy_action(policy, graph, budget=_positive_int("--budget")(args.budget)).brkga_params(
-            policy.cfg, devices)
+        budget = _positive_int("--budget")(args.budget)
+        params = policy_action(policy, graph, budget=budget).brkga_params(policy.cfg, devices)
         prep["regal"] = (params, time.perf_counter() - t0, str(ck))
-        prep["policy_fraction"] = policy_share(policy, meta, _positive_int("--budget")(args.budget))
+        prep["policy_fraction"] = policy_share(policy, meta, budget)
     if mkw["memory_limit"] is not None:
         import numpy as np
 

@@ -8,7 +8,7 @@ ONNX Runtime runs both with vectorized polynomial approximations (MLAS).
 :data:`FAST_MATH_LEGALIZE` is a ``LegalizeOps`` ``customize_legalize_map`` that writes these operators with TVM's
 own approximations (``topi.fast_erf``, ``topi.fast_exp``, ``topi.nn.fast_softmax``: rational and polynomial
 forms, no call), which LLVM vectorizes: the GELU above takes 0.1 ms. Measured error on float32 (2026-12-03,
-``tests/relax/test_fast_math.py``): GELU within 1.2e-6 absolute of PyTorch's exact GELU on [-8, 8] (TVM's exact
+``tests/test_fast_math.py``): GELU within 1.2e-6 absolute of PyTorch's exact GELU on [-8, 8] (TVM's exact
 form: 9.5e-7), exp within 3e-7 relative where the result is a normal float (results below ~1e-38 flush to 0),
 softmax within 2.6e-6 absolute, as the exact form. The same approximations as Relay's ``FastMath`` pass and
 Relax's ``FastMathTransform`` (which rewrites ``relax.exp``/``relax.erf`` but not ``relax.nn.gelu``, the
@@ -77,7 +77,10 @@ def _softmax(bb, call):
                       primfunc_name_hint="softmax")
 
 
-def _fast_map() -> dict:
+def fast_math_legalize() -> dict:
+    """``{operator name: legalization}`` for ``relax.transform.LegalizeOps(customize_legalize_map=...)``: GELU,
+    erf, exp, sigmoid and softmax through ``topi.fast_erf``/``fast_exp``/``nn.fast_softmax`` on float32 and
+    float16; other dtypes keep TVM's legalization. See the module docstring for the measured error."""
     from tvm import topi
 
     return {
@@ -87,10 +90,3 @@ def _fast_map() -> dict:
         "relax.sigmoid": _unary("relax.sigmoid", _sigmoid, "sigmoid"),
         "relax.nn.softmax": _softmax,
     }
-
-
-def fast_math_legalize() -> dict:
-    """``{operator name: legalization}`` for ``relax.transform.LegalizeOps(customize_legalize_map=...)``: GELU,
-    erf, exp, sigmoid and softmax through ``topi.fast_erf``/``fast_exp``/``nn.fast_softmax`` on float32 and
-    float16; other dtypes keep TVM's legalization. See the module docstring for the measured error."""
-    return _fast_map()
