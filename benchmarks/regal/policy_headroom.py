@@ -79,9 +79,9 @@ def machine() -> str:
     """This CPU's model name (``release.target.host_machine``) and core count."""
     import os
 
-    from release.target import host_machine, resolve_target
+    from release.target import host_machine, resolve_target, target_to_json
 
-    return f"{host_machine(resolve_target('llvm')) or platform.machine()}, {os.cpu_count()} cores"
+    return f"{host_machine(target_to_json(resolve_target('llvm'))) or platform.machine()}, {os.cpu_count()} cores"
 
 
 def load_graph(spec: str):
