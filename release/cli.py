@@ -36,9 +36,31 @@ EXAMPLES = """examples:
 `release COMMAND --help` lists a command's options and their defaults."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with its errors on one line: the problem and where the options are listed
+    (argparse prints the whole usage block first). Its subcommands' parsers are of this class too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but an unknown flag is refused by the (sub)command it was given to, which
+        names that command's ``--help``."""
+        args = sys.argv[1:] if args is None else list(args)
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            parser = self
+            for token in args:  # the deepest command named on the line
+                subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+                if subs and token in subs[0].choices:
+                    parser = subs[0].choices[token]
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every registered command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="release",
         description="ReLeASE: fast schedule tuning for Apache TVM (Chameleon) and REGAL graph optimization.",
         epilog=EXAMPLES,

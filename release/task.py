@@ -80,7 +80,9 @@ class Task:
         One PrimFunc named ``main``.
     target : tvm.target.Target
     flop : float
-        Floating-point operations of one run (TVM's ``estimate_tir_flops``).
+        Floating-point operations of one run (TVM's ``estimate_tir_flops``); for a function whose
+        loops were padded (:mod:`release.relax.pad`), the count before padding (its
+        ``release.flop`` attribute), so GFLOPS count useful work only.
     key : str
         ``<name>/<16 hex digits>``: stable over processes and machines; the hash covers the program
         and the target's ISA class (:func:`release.target.isa_class`), not the exact CPU, so records
@@ -124,7 +126,8 @@ class Task:
         self._legacy: dict[str, str] = {}  # record target text -> the digest an older release gave this program there
         self.name = name or f"task-{digest[:8]}"
         self.key = f"{self.name}/{digest}"
-        self.flop = float(estimate_tir_flops(self.mod))
+        unpadded = attrs["release.flop"] if attrs is not None and "release.flop" in attrs else None
+        self.flop = float(unpadded.value if unpadded is not None else estimate_tir_flops(self.mod))
         self.weight = int(weight)
         self._reference = reference
         self._space = None

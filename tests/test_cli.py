@@ -433,3 +433,30 @@ def test_a_budget_within_the_random_warm_up_is_said(tmp_path, capsys):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "note     xgb measures 64 random configs before its cost model guides a trial" in p.stdout
     assert "--n-trial 4 this run is random search" in p.stdout
+
+
+def _all_commands(parser, prefix=()):
+    """Every command path of the parser: ``("tune",)``, ``("regal", "optimize")``, ..."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*prefix, name)
+                yield from _all_commands(sub, (*prefix, name))
+
+
+def test_argparse_errors_are_one_line_for_every_command(capsys):
+    """An unknown flag (argparse's own error) on any command: exit 2, one line naming the problem and
+    where the options are listed, no usage block."""
+    from release.cli import build_parser
+
+    commands = list(_all_commands(build_parser()))
+    assert ("tune",) in commands and ("regal", "optimize") in commands
+    for path in [(), *commands]:
+        r = release_here(capsys, *path, "--no-such-flag")
+        err = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(err) == 1, (path, r.stderr)
+        assert f"release{''.join(' ' + p for p in path)} --help" in err[0], err
+        assert "--no-such-flag" in err[0] or "arguments are required" in err[0], err  # whichever argparse meets first
+        assert "usage:" not in r.stderr

@@ -144,7 +144,8 @@ class TaskActor:
 
     def finish(self, check_output: bool = True) -> dict:
         """The task's end (output check, rejection summary, ``on_finish``), once; closes the worker
-        pools; returns :meth:`state`."""
+        pools; removes the shard's ``.pid`` and ``.chunk`` files (a finished task has no worker to
+        find and no chunk to retry; the shard itself stays); returns :meth:`state`."""
         try:
             if self.cbs is not None:
                 cbs, self.cbs = self.cbs, None
@@ -154,6 +155,11 @@ class TaskActor:
                 self.opt["builder"].close()
                 self.opt["runner"].close()
                 self.opt = None
+        for leftover in (self.shard + ".pid", self.shard + ".chunk"):
+            try:
+                os.remove(leftover)
+            except OSError:
+                pass
         return self.state()
 
 

@@ -74,7 +74,7 @@ def schedule_knobless(mod, target):
 
 
 def compile_model(model: Model, target, database=None, prepack: bool | None = None, progress: bool = False,
-                  layout: str | None = None, before_lowering=None, exec_mode: str = "bytecode"):
+                  layout: str | None = None, before_lowering=None, exec_mode: str = "bytecode", pad: bool = False):
     """Compile ``model`` with the tuned functions of ``database``; ``database=None`` gives the untuned build.
 
     With a database, functions that have no knob to tune (elementwise ops, transposes, layout
@@ -110,6 +110,9 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
         ``relax.build``'s: "bytecode" (default) interprets the model's Relax function in the VM; "compiled"
         generates it as TIR into the library, so no bytecode is interpreted between kernel calls
         (``benchmarks/profile/runtime_knobs.py`` measures the difference).
+    pad : bool
+        As the tasks were extracted: pad matmul-like loops that do not tile (default False;
+        :mod:`release.relax.pad`).
 
     Raises
     ------
@@ -158,7 +161,7 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
 
     @tvm.transform.module_pass(opt_level=3)
     def _pipeline(mod, _ctx):
-        mod = tvm.transform.Sequential(_fuse_passes(target, prepack, layout))(mod)
+        mod = tvm.transform.Sequential(_fuse_passes(target, prepack, layout, pad))(mod)
         _stage("fused")
         mod = MetaScheduleApplyDatabase()(mod)
         if database is not None:

@@ -18,10 +18,11 @@ from .layout import _fuse_passes, default_prepack, model_layout
 logger = logging.getLogger(__name__)
 
 
-def prepare(mod, params: dict, target, prepack: bool = False, layout: str | None = None):
+def prepare(mod, params: dict, target, prepack: bool = False, layout: str | None = None, pad: bool = False):
     """Bind weights and lower as ``compile_relax`` does before applying a database; with
     ``prepack``, mark the weights layout-free as TVM's ``cpu_weight_prepack`` pipeline does; with a
-    blocked ``layout`` (``"NCHWc"``), convert conv2d to it first (:func:`~release.relax.layout.layout_passes`)."""
+    blocked ``layout`` (``"NCHWc"``), convert conv2d to it first (:func:`~release.relax.layout.layout_passes`);
+    with ``pad``, pad matmul-like loops that do not tile (:mod:`release.relax.pad`)."""
     import tvm
     from tvm import relax
 
@@ -31,11 +32,11 @@ def prepare(mod, params: dict, target, prepack: bool = False, layout: str | None
     if params:
         mod = relax.transform.BindParams("main", params)(mod)
     with target:
-        return tvm.transform.Sequential(_fuse_passes(target, prepack, layout))(mod)
+        return tvm.transform.Sequential(_fuse_passes(target, prepack, layout, pad))(mod)
 
 
 def extract_tasks(model: Model, target, prepack: bool | None = None, progress: bool = False,
-                  layout: str | None = None) -> list:
+                  layout: str | None = None, pad: bool = False) -> list:
     """Tuning tasks of ``model`` (MetaSchedule's Relax task extraction), heaviest first.
 
     Parameters
@@ -52,6 +53,9 @@ def extract_tasks(model: Model, target, prepack: bool | None = None, progress: b
         not divide, e.g. 3 for an RGB input) or ``"NCHW{n}c"``. Blocked tasks are named
         ``...conv2d_NCHWc...`` and tuned like any other (their knob space is MetaSchedule's design
         space). Compile with the same value. See :func:`~release.relax.layout.layout_passes`.
+    pad : bool
+        Pad matmul-like loops whose extents do not tile (ViT's 197 tokens) to a multiple of the
+        vector lanes (:mod:`release.relax.pad`). Default False (no end-to-end gain measured on ViT-B/16); compile with the same value.
 
     Returns
     -------
@@ -73,7 +77,7 @@ def extract_tasks(model: Model, target, prepack: bool | None = None, progress: b
     target = resolve_target(target)
     model_layout(layout)  # a bad layout fails here, in one line
     prepack = default_prepack(model, target) if prepack is None else bool(prepack)
-    mod = prepare(model.mod, model.params, target, prepack=prepack, layout=layout)
+    mod = prepare(model.mod, model.params, target, prepack=prepack, layout=layout, pad=pad)
     tasks = []
     extracted = list(ms.relax_integration.extract_tasks(mod, target))
     if progress:

@@ -375,12 +375,14 @@ def _convert_layout_or_keep(per_call, lanes: int, kept: list):
     return convert
 
 
-def _fuse_passes(target, prepack: bool, layout: str | None = None) -> list:
+def _fuse_passes(target, prepack: bool, layout: str | None = None, pad: bool = False) -> list:
     """The passes ``compile_relax`` runs before applying a database, plus TVM's pre-tuning layout
     rewrite (``AttachAttrLayoutFreeBuffers``: the bound weights of every fused function become its
     ``layout_free_buffers``) when ``prepack``, after :func:`layout_passes` for a blocked ``layout``.
     Legalization writes GELU, erf, exp, sigmoid and softmax in TVM's vectorizable fast forms
-    (:func:`release.relax.fast_math.fast_math_legalize`)."""
+    (:func:`release.relax.fast_math.fast_math_legalize`). With ``pad`` (off by default) on a CPU target,
+    matmul-like loops whose extents do not tile (ViT's 197 tokens) are padded to a multiple of the
+    vector lanes after fusion (:func:`release.relax.pad.pad_untileable`)."""
     from tvm import relax
     from tvm.relax import pipeline as relax_pipeline
 
@@ -395,6 +397,11 @@ def _fuse_passes(target, prepack: bool, layout: str | None = None) -> list:
     if blocked:
         custom["relax.nn.conv2d"] = blocked_conv2d_legalize
     legalize = relax.transform.LegalizeOps(customize_legalize_map=custom)
+    from ..task import vector_lanes
+    from .pad import pad_untileable
+
+    # CPU only: measured there (docs/design/where-the-time-goes.md); GPU schedules keep the model's extents
+    padding = [pad_untileable(vector_lanes(target))] if pad and target.kind.name == "llvm" else []
     return [*blocked, *dispatch, legalize, relax.transform.AnnotateTIROpPattern(),
-            relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(),
+            relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(), *padding,
             *([relax.transform.AttachAttrLayoutFreeBuffers()] if prepack else [])]
