@@ -86,14 +86,10 @@ def from_pytorch(module, example_inputs: Sequence, name: str = "model") -> Model
     import torch
     from tvm.relax.frontend.torch import from_exported_program
 
-    import warnings
-
     module = module.eval()
     inputs = tuple(example_inputs)
     try:
-        with torch.no_grad(), warnings.catch_warnings():
-            # torch.export's own use of a deprecated pytree name, once per export: nothing the user can act on
-            warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
+        with torch.no_grad():
             ep = torch.export.export(module, inputs)
     except Exception as err:  # noqa: BLE001 - torch raises many kinds
         raise ModelError(f"model {name} does not export with torch.export: {error_line(err, first=True)}") from None
