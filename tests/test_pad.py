@@ -43,7 +43,7 @@ def test_batch_matmul_padded_on_every_untileable_axis_and_exact():
     func = te.create_prim_func([a, b, c])
     padded = pad_func(func, 16)
     assert padded is not None
-    assert "(2, 80, 80)" in padded.script() and "(2, 80, 80)" in padded.script()  # A and B padded
+    assert padded.script().count("(2, 80, 80)") >= 2  # A and B padded (and the padded C)
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((2, 67, 71), "float32"), rng.standard_normal((2, 71, 67), "float32")
     want = np.einsum("nik,nkj->nij", x, y)
