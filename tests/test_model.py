@@ -193,3 +193,25 @@ def test_knobless_functions_get_metaschedules_schedule_tunable_ones_do_not():
     for db in (None, ms.database.MemoryDatabase()):  # untuned build, and the knob-less ones scheduled
         out = M.evaluate(model, M.compile_model(model, target, db), number=2, repeat=2)
         assert out["max_abs_err"] < 1e-4
+
+
+def test_importing_a_pytorch_model_shows_no_warning_from_torch_internals():
+    """Every torch.export import went through TVM's ``run_decompositions``, whose deepcopy raised torch's
+    ``LeafSpec`` FutureWarning on the user's stderr: nothing they could act on. A model with a residual
+    add, a flatten and a classifier (several module-call-graph entries) imports with no warning at all."""
+    import warnings
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+            self.fc = torch.nn.Linear(4 * 5 * 5, 3)
+
+        def forward(self, x):
+            return self.fc(torch.flatten(torch.relu(self.conv(x)) + x, 1))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = M.from_pytorch(Block(), (torch.randn(1, 4, 5, 5),), name="block")
+    assert [str(w.message) for w in caught] == []
+    assert model.params  # the import did its work: the weights came out as parameters

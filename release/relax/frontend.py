@@ -83,6 +83,8 @@ def from_pytorch(module, example_inputs: Sequence, name: str = "model") -> Model
     ModelError
         ``torch.export`` fails, or TVM's frontend has no converter for an operator (named).
     """
+    import warnings
+
     import torch
     from tvm.relax.frontend.torch import from_exported_program
 
@@ -94,7 +96,12 @@ def from_pytorch(module, example_inputs: Sequence, name: str = "model") -> Model
     except Exception as err:  # noqa: BLE001 - torch raises many kinds
         raise ModelError(f"model {name} does not export with torch.export: {error_line(err, first=True)}") from None
     try:
-        mod = from_exported_program(ep, keep_params_as_input=True)
+        with warnings.catch_warnings():
+            # TVM's importer runs torch's run_decompositions, whose deepcopy of the module call graph uses a
+            # deprecated pytree name (typing_extensions warns once per import): nothing the user can act on
+            warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+                                    category=FutureWarning)
+            mod = from_exported_program(ep, keep_params_as_input=True)
     except Exception as err:  # noqa: BLE001
         msg = error_line(err)
         raise ModelError(f"model {name} uses an operator TVM's Relax frontend does not support: {msg}") from None
