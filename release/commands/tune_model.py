@@ -21,7 +21,7 @@ from .tune_model_render import TuneModelPrinter, TuneModelRenderer
 COMPARISONS = ("untuned", "torch", "ms")
 
 __all__ = ["TuneModelConfig", "TuneModelRenderer", "TuneModelPrinter", "TuneModelResult", "run_tune_model",
-           "cmd_tune_model", "tuned_or_untuned", "check_library_name", "memory_budget_arg"]
+           "cmd_tune_model", "tuned_or_untuned", "export_library", "check_library_name", "memory_budget_arg"]
 
 
 def add_parser(subparsers) -> None:
@@ -258,6 +258,8 @@ class TuneModelResult:
     """With ``--compare ms``: ``{"result": evaluate() of MetaSchedule's build, "wall_s": its tuning seconds}``."""
     torch: Any
     """With ``--compare torch``: :func:`release.relax.torch_reference` (None: no PyTorch module)."""
+    export_stderr: Any = None
+    """What TVM printed while the library was exported (:func:`export_library`), or None."""
 
 
 def tuned_or_untuned(tuned: dict, untuned: dict) -> tuple[str, str]:
@@ -279,6 +281,32 @@ def tuned_or_untuned(tuned: dict, untuned: dict) -> tuple[str, str]:
         return "tuned", f"the tuned build is {ratio:.2f}x faster than the untuned one (fastest of repeats); it is exported"
     return "tuned", (f"the tuned build is {1 / ratio:.2f}x slower than the untuned one in the fastest of repeats but not "
                      "in the median (within the timing noise); it is exported")
+
+
+def export_library(ex, lib: str, keep_warnings: bool = True):
+    """``ex.export_library(lib)`` with what TVM prints to stderr meanwhile kept out of the terminal.
+
+    TVM 0.27's runtime logs one ``executable.cc: Warning: Scope Saving: <function>`` line per Relax
+    function to file descriptor 2 when an executable is exported (82 lines for MobileNetV2), which buried
+    ``tune-model``'s result lines. They go to ``<lib>.export.log`` (``keep_warnings``; else a temporary
+    file, deleted) and come back counted (:func:`release.stderr_capture.capture_stderr`).
+
+    Returns
+    -------
+    release.stderr_capture.CapturedStderr
+        What was captured (``.summary()``: one line; ``.warnings``: the count).
+
+    Raises
+    ------
+    Exception
+        Whatever ``export_library`` raises (a failed compile or link), after fd 2 is restored; with
+        ``keep_warnings`` the captured text stays in the file.
+    """
+    from ..stderr_capture import capture_stderr
+
+    with capture_stderr(f"{lib}.export.log" if keep_warnings else None) as captured:
+        ex.export_library(lib)
+    return captured
 
 
 def memory_order(config: TuneModelConfig, model, db, layout, ex, renderer: TuneModelRenderer):
@@ -310,8 +338,8 @@ def memory_order(config: TuneModelConfig, model, db, layout, ex, renderer: TuneM
         return ex
     with tempfile.TemporaryDirectory() as tmp:
         paths = [os.path.join(tmp, "given.so"), os.path.join(tmp, "reordered.so")]
-        ex.export_library(paths[0])
-        mex.export_library(paths[1])
+        for built, path in zip((ex, mex), paths):  # temporary libraries: their export warnings are dropped
+            export_library(built, path, keep_warnings=False)
         peaks: list = [[], []]
         for _ in range(3):  # alternately, each run in a fresh process
             for i in (0, 1):
@@ -446,10 +474,10 @@ def run_tune_model(config: TuneModelConfig, renderer: TuneModelRenderer | None =
     if config.memory_order:
         ex = memory_order(config, model, db if keep == "tuned" else None,
                           config.layout if keep == "tuned" else None, ex, r)
-    ex.export_library(lib)
+    exported = export_library(ex, lib)
     ms, torch = compare_baselines(config, model, threads, res.wall_s, r)
     return TuneModelResult(model=model, tasks=tasks, log=log, library=lib, threads=threads, tuning=res, lost=lost,
-                           tuned=tuned, untuned=un, exported=keep, ms=ms, torch=torch)
+                           tuned=tuned, untuned=un, exported=keep, ms=ms, torch=torch, export_stderr=exported)
 
 
 def cmd_tune_model(args) -> int:

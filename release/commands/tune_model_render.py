@@ -201,6 +201,9 @@ class TuneModelPrinter(TuneModelRenderer):
         # a model whose weights are runtime inputs (an ONNX file exported without them) takes them at run time
         packed = ("weights packed in" if result.model.params
                   else "weights not packed in: main takes them as inputs after the data")
+        captured = result.export_stderr
+        if captured is not None and (captured.warnings or captured.other):
+            print(f"export   TVM's stderr while exporting: {captured.summary()}")
         print(f"deploy   {lib} ({packed}), on the {threads} threads it was tuned on: import os; "
               f"os.environ.setdefault('TVM_NUM_THREADS', '{threads}'); import tvm; from tvm import relax; "
               f"vm = relax.VirtualMachine(tvm.runtime.load_module({lib!r}), tvm.cpu()); out = vm['main'](*inputs)")
