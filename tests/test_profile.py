@@ -129,3 +129,44 @@ def test_profile_bad_input_is_one_line(argv, msg, capsys):
     rc = main(["profile", "--model", "tiny-cnn", *argv] if "--model" not in argv else ["profile", *argv])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and msg in err, err
+
+
+def _side_by_side():
+    """``benchmarks/profile/logs_side_by_side.py`` imported from the checkout (benchmarks/ is not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "profile" / "logs_side_by_side.py"
+    spec = importlib.util.spec_from_file_location("logs_side_by_side", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_logs_side_by_side_times_every_log_and_onnx_runtime_each_round(tmp_path, capsys):
+    """The side-by-side script compiles each named log and times it beside ONNX Runtime in every round; the
+    first log is the baseline of the ratios."""
+    log = tmp_path / "tiny.jsonl"
+    rc = main(["tune-model", "--model", "tiny-cnn", "--tuner", "random", "--n-trial", "8", "--compare", "",
+               "--log", str(log), "--number", "1", "--repeat", "1", "--min-repeat-ms", "0", "--no-progress"])
+    assert rc == 0
+    out = tmp_path / "sbs"
+    assert _side_by_side().main(["--model", "tiny-cnn", "--logs", f"a={log}", f"b={log}", "--rounds", "2",
+                                 "--out", str(out)]) == 0
+    got = json.loads((out / "side_by_side.json").read_text())
+    assert list(got["builds"]) == ["a", "b", "onnxruntime"]
+    for name, row in got["builds"].items():
+        assert len(row["per_round_ms"]) == 2 and all(t > 0 for t in row["per_round_ms"]), name
+        assert row["fastest_ms"] == min(row["per_round_ms"])
+    assert got["builds"]["a"]["over_first_median"] == 1.0
+    assert got["builds"]["onnxruntime"]["over_ort_median"] == 1.0
+    assert "| b |" in (out / "side_by_side.md").read_text()
+
+
+@pytest.mark.parametrize("logs,msg", [
+    (["a"], "give NAME=LOG"),
+    (["a=/no/such.jsonl"], "does not exist"),
+])
+def test_logs_side_by_side_bad_logs_are_one_line(logs, msg, tmp_path):
+    with pytest.raises(SystemExit, match=msg):
+        _side_by_side().main(["--logs", *logs, "--out", str(tmp_path)])
