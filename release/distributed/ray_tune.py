@@ -86,7 +86,8 @@ def _tune_one(mod_json: str, target_json: str, name: str, weight: int, key: str,
 class TaskSummary:
     """Per-task result read back from the merged log (what ``TuneModelResult.table`` needs): ``trials``,
     ``best_cost`` (s), ``best_config``, ``best_flops`` (FLOP/s); from the task's actor, where it ran:
-    ``wall_s`` (seconds in its chunks), ``resumed`` (shard records at its process's start), ``node``."""
+    ``wall_s`` (seconds in its chunks), ``resumed`` (shard records at its process's start), ``node`` and ``pid``
+    (the process that ran its last chunk: a restarted actor's, when one was killed)."""
 
     trials: int = 0
     best_cost: float = float("inf")
@@ -95,6 +96,7 @@ class TaskSummary:
     wall_s: float = 0.0
     resumed: int = 0
     node: str = ""
+    pid: int = 0
 
     @property
     def best_gflops(self) -> float:
@@ -251,4 +253,5 @@ def tune_model_ray(tasks: list, n_trial: int, log: str, tuner: str = "random", m
     for k, st in states.items():
         if st.node:  # an actor reported
             summaries[k].wall_s, summaries[k].resumed, summaries[k].node = st.wall_s, st.resumed, st.node
+            summaries[k].pid = st.pid
     return TuneModelResult(list(order), summaries, time.time() - t0)
