@@ -71,4 +71,15 @@ def as_callback(cb) -> Callback:
     if not callable(cb):
         raise TunerError(f"callback {cb!r} is neither a release.callback.Callback nor a function "
                         "f(tuner, inputs, results)")
+    hooks = [h for h in HOOK_LIKE if callable(getattr(type(cb), h, None))]
+    if hooks:  # an object with its own hooks: wrapped as a function they would never be called
+        raise TunerError(f"callback {type(cb).__name__} defines {', '.join(hooks)} but is not a "
+                         "release.callback.Callback, so Tuner.tune would only call it after each "
+                         "measurement and never its hooks; subclass release.callback.Callback and name "
+                         "them on_start(tuner, n_trial) / on_result / on_finish(tuner) / records(task)")
     return FunctionCallback(cb)
+
+
+#: method names that mean "a hook" on a callable callback object that is not a :class:`Callback`
+#: (the hooks themselves, and the names a hook is easily misnamed as)
+HOOK_LIKE = ("on_start", "on_finish", "records", "start", "finish", "begin", "end")

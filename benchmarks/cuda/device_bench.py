@@ -49,6 +49,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from release.callback import Callback  # noqa: E402 - after the checkout is on the path
+
 WORKLOADS = ["resnet18.conv2d.6", "bert-base.dense.2"]
 TUNERS = ["xgb", "release+", "ms-evolutionary"]
 #: tuners without rounds of a plan size (``get_tuner`` refuses ``plan_size`` for them)
@@ -335,20 +337,22 @@ class RunDeadline(Exception):
     """Raised by :class:`Deadline` to end one tuning run (its records are already in its log)."""
 
 
-class Deadline:
+class Deadline(Callback):
     """Tuning callback that ends a run once ``seconds`` of wall time have passed since it started.
 
-    Safe mid-batch: ``Measurer.measure`` calls callbacks after builds finished, between runs.
+    The clock starts in ``on_start`` (``Tuner.tune`` calls it before the first round); it is
+    checked in ``on_result``, after each measurement. Safe mid-batch: ``Measurer.measure`` calls
+    callbacks after builds finished, between runs.
     """
 
     def __init__(self, seconds: float):
         self.seconds = seconds
         self.t_end = float("inf")
 
-    def start(self, tuner, n_trial) -> None:  # noqa: ARG002 - Tuner.tune's callback protocol
+    def on_start(self, tuner, n_trial) -> None:  # noqa: ARG002 - Tuner.tune's callback protocol
         self.t_end = time.time() + self.seconds
 
-    def __call__(self, tuner, inputs, results) -> None:  # noqa: ARG002
+    def on_result(self, tuner, inputs, results) -> None:  # noqa: ARG002
         if time.time() > self.t_end:
             raise RunDeadline()
 

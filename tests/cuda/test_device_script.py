@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -132,15 +133,20 @@ def test_torch_operator_equals_the_workload_reference(workload):
     np.testing.assert_allclose(got, task.reference(inputs), rtol=1e-4, atol=1e-4)
 
 
-def test_deadline_callback_ends_a_run_after_its_time():
-    d = device_bench.Deadline(0.0)
-    d(None, [], [])  # not started: no deadline yet
-    d.start(None, 10)
-    with pytest.raises(device_bench.RunDeadline):
-        d(None, [], [])
-    d = device_bench.Deadline(3600.0)
-    d.start(None, 10)
-    d(None, [], [])
+def test_run_seconds_ends_a_tuning_run_through_tune_callbacks(tmp_path):
+    """--run-seconds ends a run from inside Tuner.tune (its Deadline's on_start starts the clock),
+    before the trial budget and long before the watchdog: on the H200 every run went to the
+    watchdog's hard cap because the clock never started."""
+    from release.measure import load_records
+
+    base = _driver_args(tmp_path, ["random"])
+    t0 = time.time()
+    assert device_bench.main(["tune", *base, "--trials", "12", "--plan-size", "3", "--run-seconds", "0",
+                              "--grace", "600"]) == 0
+    r = json.load(open(tmp_path / "out" / "tune.json"))["runs"]["tiny.matmul.1|random"]
+    assert r["stopped_by"] == "time cap 0 s", r
+    assert 1 <= r["trials"] <= 3 and time.time() - t0 < 300  # one round at most, not 12 trials
+    assert len(load_records(str(tmp_path / "logs" / "tiny.matmul.1.random.s0.jsonl"))) == r["trials"]
 
 
 @pytest.mark.slow  # ~120 s (the CUDA intrinsics import); the quick version: test_tune_resume_and_retime_steps_run_on_the_cpu

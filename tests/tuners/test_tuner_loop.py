@@ -135,3 +135,35 @@ def test_records_of_another_knob_layout_resume_through_their_traces(matmul_task,
     t = autotvm.tuner.RandomTuner(matmul_task, seed=11)  # same seed: would propose the same configs again
     assert t.load_history(load_records(log)) == 3
     assert t.visited == set(truth) and t.trials == 3  # the configs the traces encode, nothing else
+
+
+def test_callback_hooks_are_called_and_a_callable_object_with_its_own_hooks_is_refused(matmul_task, fast_measure):
+    """A Callback's on_start/on_result/on_finish run in order; a plain callable object whose hooks
+    would be dropped (a Deadline with ``start`` instead of ``on_start`` never fired) is refused."""
+    from release.callback import Callback, as_callback
+
+    seen = []
+
+    class Spy(Callback):
+        def on_start(self, tuner, n_trial):
+            seen.append(("start", n_trial, tuner.trials))
+
+        def on_result(self, tuner, inputs, results):
+            seen.append(("result", len(inputs), len(results)))
+
+        def on_finish(self, tuner):
+            seen.append(("finish", tuner.trials))
+
+    autotvm.tuner.RandomTuner(matmul_task).tune(3, fast_measure, callbacks=[Spy()])
+    assert seen[0] == ("start", 3, 0) and seen[-1] == ("finish", 3)
+    assert seen[1:-1] == [("result", 1, 1)] * 3
+
+    for hook in ("start", "on_start", "on_finish", "records", "finish"):
+        obj = type("Timer", (), {"__call__": lambda self, t, i, r: None, hook: lambda self, *a: None})()
+        with pytest.raises(TunerError, match=rf"Timer defines {hook} but is not a release.callback.Callback"):
+            as_callback(obj)
+        with pytest.raises(TunerError, match="subclass release.callback.Callback"):
+            autotvm.tuner.RandomTuner(matmul_task).tune(2, fast_measure, callbacks=[obj])
+    plain = []
+    as_callback(lambda t, i, r: plain.append(1))(None, [], [])  # AutoTVM's function form still works
+    assert plain == [1]
