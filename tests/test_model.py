@@ -215,3 +215,50 @@ def test_importing_a_pytorch_model_shows_no_warning_from_torch_internals():
         model = M.from_pytorch(Block(), (torch.randn(1, 4, 5, 5),), name="block")
     assert [str(w.message) for w in caught] == []
     assert model.params  # the import did its work: the weights came out as parameters
+
+
+def test_constant_index_gathers_are_exact_and_quiet_and_data_gathers_keep_fast_mode(capfd):
+    """TVM's frontends emit every gather as ``take(mode="fast")``: ``x[:, -1]`` read out of bounds (fast mode
+    does not wrap negatives: garbage out), and ``topi.take`` logged "Fast mode segfaults when there are
+    out-of-bounds indices" on stderr each time one was lowered (ViT's class token printed it into every
+    ``tune-model``). Constant indices (first, middle, last, negative, a list) are wrapped and become
+    ``clip``: outputs match PyTorch and nothing is printed; a gather by data (an embedding lookup) keeps
+    ``fast``."""
+    from tvm import relax
+
+    class Heads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(16, 8)
+
+        def forward(self, x):  # class token, a middle row, the last row, rows picked by a list
+            return self.fc(x[:, 0]) + self.fc(x[:, 3]) + 2 * self.fc(x[:, -1]) + self.fc(x[:, [1, -2]].sum(1))
+
+    class Lookup(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(10, 8)
+
+        def forward(self, ids, x):
+            return self.emb(ids).sum(1) + x[:, -1]
+
+    def take_modes(model):
+        modes = []
+        for func in model.mod.functions.values():
+            if isinstance(func, relax.Function):
+                relax.analysis.post_order_visit(func, lambda e: modes.append(str(e.attrs.mode))
+                                                if isinstance(e, relax.Call) and getattr(e.op, "name", "") == "relax.take"
+                                                else None)
+        return modes
+
+    capfd.readouterr()
+    heads = M.from_pytorch(Heads(), (torch.randn(1, 5, 16),), name="heads")
+    out = M.evaluate(heads, M.compile_model(heads, "llvm"), number=1, repeat=1)
+    assert out["max_abs_err"] < 1e-4
+    assert "Fast mode segfaults" not in capfd.readouterr().err
+    assert len(take_modes(heads)) >= 4 and set(take_modes(heads)) == {"clip"}
+    lookup = M.from_pytorch(Lookup(), (torch.tensor([[1, 7, 9]]), torch.randn(1, 4, 8)), name="lookup")
+    out = M.evaluate(lookup, M.compile_model(lookup, "llvm"), number=1, repeat=1)
+    assert out["max_abs_err"] < 1e-4
+    assert "Fast mode segfaults" in capfd.readouterr().err  # the embedding gather: by data, kept fast
+    assert sorted(take_modes(lookup)) == ["clip", "fast"]

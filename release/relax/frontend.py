@@ -75,6 +75,78 @@ def _detach(mod, name: str) -> tuple[Any, dict]:
     return mod, dict(zip(names, weights))
 
 
+def bounded_takes(mod):
+    """Gathers at constant indices made exact and quiet: ``take(x, const, mode="fast")`` becomes
+    ``take(x, const % extent, mode="clip")`` when every index lies in ``[-extent, extent)`` of a static axis.
+
+    TVM's frontends emit every gather as ``relax.op.take(..., mode="fast")``. Two things follow:
+
+    - a negative constant is read out of bounds: PyTorch's ``x[:, -1]`` (the last token, the last time
+      step) comes in as ``take(x, -1, axis=1, mode="fast")``, and ``topi.take``'s fast mode does not wrap
+      negatives, so the compiled model returns garbage (max abs error 4.4e8 on a 4x8 slice);
+    - ``topi.take`` logs "Fast mode segfaults when there are out-of-bounds indices" to stderr each time
+      one is lowered (ViT's class-token select, ``x[:, 0]``, printed it once per extraction and compile).
+
+    With the indices wrapped into ``[0, extent)``, ``clip`` computes PyTorch's elements and warns about
+    nothing. Gathers by data (embedding lookups) keep ``fast`` and the warning, which then says something
+    true; constants outside the axis are left as they are (``torch.export`` refuses them first).
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A Relax module as a frontend returns it.
+
+    Returns
+    -------
+    tvm.IRModule
+        ``mod`` with those calls rewritten (the same object when there is none).
+    """
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    from .layout import _sinfo
+
+    take = tvm.ir.Op.get("relax.take")
+
+    @relax.expr_functor.mutator
+    class _Bounded(relax.PyExprMutator):
+        def __init__(self, m):
+            super().__init__(m)
+            self.changed = 0
+
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if not call.op.same_as(take) or str(call.attrs.mode) != "fast" or call.attrs.axis is None:
+                return call
+            data, indices = call.args
+            shape = getattr(_sinfo(data), "shape", None)
+            if not isinstance(indices, tvm.ir.expr.Constant) or not isinstance(shape, relax.ShapeExpr):
+                return call
+            axis = int(call.attrs.axis) % len(shape.values)
+            extent = shape.values[axis]
+            idx = np.asarray(indices.value.numpy() if hasattr(indices.value, "numpy") else indices.value)
+            if (not isinstance(extent, tvm.tirx.IntImm) or not np.issubdtype(idx.dtype, np.integer) or idx.size == 0
+                    or idx.min() < -int(extent) or idx.max() >= int(extent)):
+                return call
+            self.changed += 1
+            if idx.min() < 0:
+                indices = relax.const(np.mod(idx, int(extent)).astype(idx.dtype), str(idx.dtype))
+            return relax.op.take(data, indices, int(call.attrs.axis), mode="clip")
+
+    out = mod
+    for gv, func in list(mod.functions.items()):
+        if not isinstance(func, relax.Function):
+            continue
+        m = _Bounded(mod)
+        new = m.visit_expr(func)
+        if m.changed:
+            if out is mod:
+                out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+            out[gv] = new
+    return out
+
+
 def from_pytorch(module, example_inputs: Sequence, name: str = "model") -> Model:
     """Import a PyTorch ``nn.Module`` through ``torch.export`` and TVM's Relax frontend.
 
@@ -105,7 +177,7 @@ def from_pytorch(module, example_inputs: Sequence, name: str = "model") -> Model
     except Exception as err:  # noqa: BLE001
         msg = error_line(err)
         raise ModelError(f"model {name} uses an operator TVM's Relax frontend does not support: {msg}") from None
-    mod, params = _detach(mod, name)
+    mod, params = _detach(bounded_takes(mod), name)
     return Model(name, mod, params, [x.detach().numpy() for x in inputs], torch_module=module)
 
 
@@ -147,7 +219,7 @@ def from_onnx(path: str, input_shapes: dict[str, Sequence[int]] | None = None, s
         mod = tvm_from_onnx(proto, shape_dict=shapes, keep_params_in_input=True)
     except Exception as err:  # noqa: BLE001
         raise ModelError(f"ONNX file {path} uses an operator TVM's Relax frontend does not support: {error_line(err)}") from None
-    mod, params = _detach(mod, os.path.basename(path))
+    mod, params = _detach(bounded_takes(mod), os.path.basename(path))
     return Model(os.path.basename(path), mod, params, inputs, onnx_path=path)
 
 
