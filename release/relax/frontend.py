@@ -75,6 +75,11 @@ def _detach(mod, name: str) -> tuple[Any, dict]:
     return mod, dict(zip(names, weights))
 
 
+def struct_info(expr):
+    """A Relax expression's struct info (``.ty`` in TVM 0.27, ``.struct_info`` before), or None."""
+    return getattr(expr, "struct_info", None) or getattr(expr, "ty", None)
+
+
 def bounded_takes(mod):
     """Gathers at constant indices made exact and quiet: ``take(x, const, mode="fast")`` becomes
     ``take(x, const % extent, mode="clip")`` when every index lies in ``[-extent, extent)`` of a static axis.
@@ -105,8 +110,6 @@ def bounded_takes(mod):
     import tvm
     from tvm import relax
 
-    from .layout import _sinfo
-
     take = tvm.ir.Op.get("relax.take")
 
     @relax.expr_functor.mutator
@@ -120,7 +123,7 @@ def bounded_takes(mod):
             if not call.op.same_as(take) or str(call.attrs.mode) != "fast" or call.attrs.axis is None:
                 return call
             data, indices = call.args
-            shape = getattr(_sinfo(data), "shape", None)
+            shape = getattr(struct_info(data), "shape", None)
             if not isinstance(indices, tvm.ir.expr.Constant) or not isinstance(shape, relax.ShapeExpr):
                 return call
             axis = int(call.attrs.axis) % len(shape.values)

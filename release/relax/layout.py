@@ -15,6 +15,7 @@ import logging
 
 from ..errors import ModelError
 from .frontend import Model
+from .frontend import struct_info as _sinfo
 
 logger = logging.getLogger(__name__)
 
@@ -279,11 +280,6 @@ def _elementwise_with_layout(mod):
         if isinstance(func, relax.Function):
             mod[gv] = Rewrite(mod).visit_expr(func)
     return relax.transform.DeadCodeElimination()(mod)  # the PrimFuncs no call reaches any more
-
-
-def _sinfo(expr):
-    """A Relax expression's struct info (``.ty`` in TVM 0.27, ``.struct_info`` before)."""
-    return getattr(expr, "struct_info", None) or getattr(expr, "ty", None)
 
 
 def _op_name(expr) -> str | None:
