@@ -128,14 +128,14 @@ def bounded_takes(mod):
                 return call
             axis = int(call.attrs.axis) % len(shape.values)
             extent = shape.values[axis]
-            idx = np.asarray(indices.value.numpy() if hasattr(indices.value, "numpy") else indices.value)
+            idx = indices.value.numpy()
             if (not isinstance(extent, tvm.tirx.IntImm) or not np.issubdtype(idx.dtype, np.integer) or idx.size == 0
                     or idx.min() < -int(extent) or idx.max() >= int(extent)):
                 return call
             self.changed += 1
             if idx.min() < 0:
                 indices = relax.const(np.mod(idx, int(extent)).astype(idx.dtype), str(idx.dtype))
-            return relax.op.take(data, indices, int(call.attrs.axis), mode="clip")
+            return relax.op.take(data, indices, axis, mode="clip")
 
     out = mod
     for gv, func in list(mod.functions.items()):

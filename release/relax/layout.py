@@ -14,8 +14,7 @@ from __future__ import annotations
 import logging
 
 from ..errors import ModelError
-from .frontend import Model
-from .frontend import struct_info as _sinfo
+from .frontend import Model, struct_info as _sinfo
 
 logger = logging.getLogger(__name__)
 
