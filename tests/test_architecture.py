@@ -217,3 +217,27 @@ def test_metaschedule_builder_and_runner_are_accepted(matmul_task):
     sp = matmul_task.config_space
     res = Measurer(matmul_task, opt).measure([sp.get(0), sp.get(1)])
     assert [r.ok for r in res] == [True, True] and all(r.mean_cost > 0 for r in res)
+
+
+def test_measured_runner_reports_each_batch_as_it_returns_and_passes_its_futures_on(matmul_task):
+    """`release.relax.tune.measured_runner` (the MetaSchedule baseline's progress source): a real
+    LocalRunner wrapped, measuring through measure_option; the hook sees each batch's inputs and
+    the inner runner's futures, and the results are the ones those futures hold."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from release.measure import Measurer, measure_option
+    from release.relax.tune import measured_runner
+    from release.strategy import fast_builder
+
+    seen = []
+    runner = measured_runner(ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=1, repeat=1)),
+                             lambda inputs, futures: seen.append((inputs, [f.result() for f in futures])))
+    assert isinstance(runner, ms.runner.Runner)
+    sp = matmul_task.config_space
+    res = Measurer(matmul_task, measure_option(fast_builder(matmul_task.target), runner)).measure(
+        [sp.get(0), sp.get(1), sp.get(2)])
+    assert [r.ok for r in res] == [True, True, True]
+    assert sum(len(inputs) for inputs, _ in seen) == 3  # every measured candidate reported, once
+    assert all(str(i.artifact_path) for inputs, _ in seen for i in inputs)
+    costs = sorted(c for _, results in seen for r in results for c in [float(r.run_secs[0])])
+    assert costs == sorted(float(r.costs[0]) for r in res)  # the futures handed on are the ones measured

@@ -142,6 +142,11 @@ def test_model_smoke_tier_with_metaschedule(tmp_path):
     assert ms[0]["wall_s"] <= ms[-1]["wall_s"]
     assert m["ratios"]["random"]["ms"]["b_wall_s"] == ms[-1]["wall_s"]
     assert m["ratios"]["ms"]["random"]["b_wall_s"] == m["runs"]["random|0"][-1]["wall_s"]
+    joins = BM._read_jsonl(str(tmp_path / "smoke" / "logs" / "tiny-cnn.ms.s0" / "trials.jsonl"))
+    # each joined batch says when it was measured, never after the join; the curve's last point is the
+    # moment the run's last batch was measured
+    assert joins and all(0 < j["measured_s"] <= j["elapsed_s"] for j in joins), joins
+    assert ms[-1]["wall_s"] == max(j["measured_s"] for j in joins)
 
 
 def test_operator_options_on_a_model_tier_get_one_line(tmp_path):

@@ -384,7 +384,8 @@ def _our_database(path: str, n: int, tasks):
 
 def _ms_database(path: str, n: int):
     """MetaSchedule's database as it was after the batch that reached ``n`` trials (its first
-    records, in commit order), the trials and the elapsed seconds there."""
+    records, in commit order), the trials, and the seconds since tuning started when those
+    batches had all been measured."""
     from tvm.s_tir import meta_schedule as ms
 
     trials = _read_jsonl(os.path.join(path, "trials.jsonl"))
@@ -399,7 +400,11 @@ def _ms_database(path: str, n: int):
     shutil.copy(os.path.join(path, "database_workload.json"), os.path.join(sub, "database_workload.json"))
     with open(os.path.join(sub, "database_tuning_record.json"), "w") as f:
         f.writelines(lines)
-    return ms.database.JSONDatabase(work_dir=sub), int(last["trials"]), float(last["elapsed_s"])
+    # the prefix was complete when its last batch had been measured (``measured_s``), which on a
+    # first pass over many tasks is long before MetaSchedule joined it (``elapsed_s``; logs without
+    # ``measured_s`` keep the join's time)
+    wall = max((float(t.get("measured_s", t["elapsed_s"])) for t in upto), default=float(last["elapsed_s"]))
+    return ms.database.JSONDatabase(work_dir=sub), int(last["trials"]), wall
 
 
 def _ref_text(r: dict) -> str:

@@ -233,13 +233,18 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
     Parameters
     ----------
     progress : bool
-        A tqdm bar over the ``n_trial`` budget (trials measured, elapsed, estimated time left),
-        advanced by a measure callback after each of MetaSchedule's batches. Default False.
+        A progress bar over the ``n_trial`` budget (trials measured, elapsed, estimated time left),
+        advanced as each batch's measurements return from the runner (:func:`measured_runner`).
+        MetaSchedule's task scheduler hands a batch's results to its database and measure callbacks
+        only when it joins the task (when it picks the task again, or at the end: on a first pass
+        over 35 tasks, 23 minutes after the first measurement), so a bar moved by a measure
+        callback would stand still that long. Default False.
     trial_log : str, optional
-        JSON-lines file appended (and flushed) after each batch: ``elapsed_s`` since tuning
-        started, ``trials`` measured so far, ``records`` in the database (its
-        ``database_tuning_record.json`` lines), ``task_id``. The model benchmark tier reads it to
-        place the database's first records on the wall-time axis. Default none.
+        JSON-lines file appended (and flushed) after each joined batch: ``elapsed_s`` since tuning
+        started (the join), ``measured_s`` (when the batch's last measurement returned; the
+        join's time for a batch with none), ``trials`` joined so far, ``records`` in the database
+        (its ``database_tuning_record.json`` lines), ``task_id``. The model benchmark tier reads it
+        to place the database's first records on the wall-time axis. Default none.
     num_trials_per_iter : int, optional
         Candidates per MetaSchedule iteration. Default None: ``n_trial / (4 x tasks)`` clipped to
         [8, 64], so a small budget still reaches every task; give 64 for ``tune_relax``'s own default.
@@ -272,7 +277,7 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
     from ..strategy import fast_builder
 
     builder = fast_builder(target, max_workers=n_parallel or host_cores(), timeout_sec=120)
-    runner = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(
+    local = ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(
         number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False),
         initializer=functools.partial(init_runner, thread_count(target)))  # the target's threads, as ours
     n_tasks = max(1, len(ms.relax_integration.extract_tasks(mod, target)))
@@ -285,8 +290,10 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
 
         bar = make_progress(n_trial, desc="ms", unit="trial")
     t0 = time.time()
+    measured: dict = {}  # artifact path -> seconds since t0 when its measurement returned
+    runner = measured_runner(local, lambda inputs, _futures: _on_measured(inputs, measured, t0, bar))
     callbacks = list(ms.measure_callback.MeasureCallback.create("default"))
-    callbacks.append(_trial_callback(t0, database, bar, trial_log))
+    callbacks.append(_trial_callback(t0, database, trial_log, measured))
     try:
         db = ms.relax_integration.tune_relax(mod, None, target, work_dir, max_trials_global=n_trial,
                                              num_trials_per_iter=per_iter, builder=builder, runner=runner,
@@ -297,9 +304,18 @@ def tune_with_metaschedule(model: Model, target, n_trial: int, work_dir: str, nu
     return db, time.time() - t0
 
 
-def _trial_callback(t0: float, database, bar, trial_log: str | None):
-    """A MetaSchedule measure callback: advance ``bar`` and append one line to ``trial_log`` per
-    measured batch (see :func:`tune_with_metaschedule`)."""
+def _on_measured(inputs, measured: dict, t0: float, bar) -> None:
+    """Note when a batch's measurements returned (per artifact) and advance ``bar`` by its size."""
+    now = time.time() - t0
+    for inp in inputs:
+        measured[str(inp.artifact_path)] = now
+    if bar is not None:
+        bar.update(len(inputs))
+
+
+def _trial_callback(t0: float, database, trial_log: str | None, measured: dict):
+    """A MetaSchedule measure callback: append one line to ``trial_log`` per joined batch (see
+    :func:`tune_with_metaschedule`), with the time its measurements returned from ``measured``."""
     import json
 
     from tvm.ir.utils import derived_object
@@ -313,12 +329,54 @@ def _trial_callback(t0: float, database, bar, trial_log: str | None):
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
             n = len(measure_candidates)
             self.trials += n
-            if bar is not None:
-                bar.update(n)
             if trial_log:
+                now = time.time() - t0
+                times = [measured.pop(str(b.artifact_path)) for b in builder_results
+                         if b.artifact_path is not None and str(b.artifact_path) in measured]
                 with open(trial_log, "a", encoding="utf-8") as f:
-                    f.write(json.dumps({"elapsed_s": time.time() - t0, "trials": self.trials,
-                                        "records": int(len(database)), "task_id": int(task_id)}) + "\n")
+                    f.write(json.dumps({"elapsed_s": now, "measured_s": min(now, max(times, default=now)),
+                                        "trials": self.trials, "records": int(len(database)),
+                                        "task_id": int(task_id)}) + "\n")
                     f.flush()
 
     return _Trials()
+
+
+def measured_runner(runner, on_measured):
+    """A MetaSchedule runner that runs ``runner`` and then calls ``on_measured(runner_inputs,
+    futures)`` with each batch it was given, as soon as the batch's run call returns.
+
+    MetaSchedule's ``LocalRunner`` (TVM 0.27) times a batch inside ``run`` and returns finished
+    futures, so the hook fires when the batch has been measured; the task scheduler reads those
+    futures only when it joins the task (``TaskSchedulerNode::JoinRunningTask``), which on a first
+    pass over many tasks comes much later. :func:`tune_with_metaschedule` moves its progress bar
+    here. Any ``ms.runner.Runner`` can be wrapped; the futures returned are ``runner``'s own.
+
+    Parameters
+    ----------
+    runner : tvm.s_tir.meta_schedule.runner.Runner
+        The runner that measures.
+    on_measured : callable
+        ``on_measured(list[RunnerInput], list[RunnerFuture])``; its exceptions propagate to the
+        task scheduler (keep it to bookkeeping).
+
+    Returns
+    -------
+    A ``PyRunner``-derived object accepted wherever MetaSchedule takes a runner (``tune_relax``,
+    ``tune_tir``, :func:`release.measure.measure_option`).
+    """
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.runner import PyRunner
+
+    @derived_object
+    class _MeasuredRunner(PyRunner):
+        def __init__(self):
+            super().__init__()
+            self.inner = runner
+
+        def run(self, runner_inputs):
+            futures = self.inner.run(runner_inputs)
+            on_measured(list(runner_inputs), list(futures))
+            return futures
+
+    return _MeasuredRunner()
