@@ -292,7 +292,37 @@ def markdown(rows: list, tvm_total: float, ort_total: float, title: str = "") ->
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["KINDS", "tvm_kind", "ort_kind", "profile_tvm", "profile_ort", "gap_table", "markdown"]
+#: a side whose per-call (per-node) times sum to more than this multiple of its end-to-end latency is flagged
+BUSY_SUM_RATIO = 1.3
+
+
+def sum_flag(who: str, sum_ms: float, e2e_ms: float, limit: float = BUSY_SUM_RATIO) -> str | None:
+    """A line flagging a profile whose kernel times cannot be trusted, or None.
+
+    One inference's kernel calls run one after another, so their times sum to at most about its
+    end-to-end latency (TVM's are summed without the runtime kind, where the instrument hook's cost
+    lands). A sum above
+    ``limit`` (default :data:`BUSY_SUM_RATIO`, 1.3) times the fastest end-to-end latency means the
+    profiled inferences ran slower than the timed ones, in practice that another process took the cores
+    while they ran; that side's per-kind figures, and the gap's shares computed from them, are then
+    wrong by up to that factor. Seen on a shared 2-core VM: ONNX Runtime's nodes summing to 74.0 ms
+    beside its 42.2 ms end to end, the run before 41.9 beside 41.5.
+
+    Parameters
+    ----------
+    who : str
+        The side's name, as the line says it (``TVM``, ``ONNX Runtime``).
+    sum_ms, e2e_ms : float
+        Its kernel (node) times summed over one inference, and its fastest end-to-end latency, in ms.
+    """
+    if not (e2e_ms > 0) or not (sum_ms > limit * e2e_ms):
+        return None
+    return (f"{who}'s kernel times sum to {sum_ms:.3f} ms, {sum_ms / e2e_ms:.2f}x its {e2e_ms:.3f} ms end to end: "
+            "the profiled inferences ran slower than the timed ones (the machine was busy), so its per-kind "
+            "figures are not to be trusted; run the profile again on a quiet machine")
+
+
+__all__ = ["KINDS", "tvm_kind", "ort_kind", "profile_tvm", "profile_ort", "gap_table", "markdown", "sum_flag"]
 
 
 def _ort_latency_ms(onnx_path: str, inputs, threads: int, number: int = 10, repeat: int = 5) -> float:
@@ -397,9 +427,16 @@ def cmd_profile(args) -> int:
         print(f"ort      ONNX Runtime failed: {error_line(err, first=True)}: TVM's kinds only")
         rows, ort_total = gap_table(tvm_prof["kinds"], {}), 0.0
     out["rows"] = rows
+    kernels_ms = sum(v for k, v in tvm_prof["kinds"].items() if k != KINDS[-1])  # the hook's cost is in KINDS[-1]
+    flags = [f for f in (sum_flag("TVM", kernels_ms, e2e["fastest_ms"]),
+                         sum_flag("ONNX Runtime", ort_total, out.get("onnxruntime", {}).get("fastest_ms", 0.0)))
+             if f]
+    out["flags"] = flags
     table = markdown(rows, tvm_prof["total_ms"], ort_total)
     print()
     print(table)
+    for f in flags:
+        print(f"FLAG     {f}")
     from .target import fma_peak
 
     peak = fma_peak(target)
@@ -443,7 +480,8 @@ def cmd_profile(args) -> int:
                     f"Machine {machine_of(tj, host_machine(tj))}, {time.strftime('%Y-%m-%d')}, release-tvm {version} "
                     f"revision {rev or '?'}. Command: `release {' '.join(sys.argv[1:])}`\n\n{e2e_line}. "
                     f"Per kind, ms per inference (TVM: median of {runs} inferences per kernel call; ONNX Runtime: its "
-                    f"profiler, median per node):\n\n{table}")
+                    f"profiler, median per node):\n\n{table}"
+                    + "".join(f"\n**Flagged:** {f}.\n" for f in flags))
         print(f"wrote    {args.out} and {os.path.splitext(args.out)[0]}.md")
     return 0
 

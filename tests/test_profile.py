@@ -8,7 +8,7 @@ import json
 import pytest
 
 from release.cli import main
-from release.profile import KINDS, gap_table, ort_kind, tvm_kind
+from release.profile import BUSY_SUM_RATIO, KINDS, gap_table, ort_kind, sum_flag, tvm_kind
 
 
 @pytest.mark.parametrize("symbol,shapes,kind", [
@@ -103,6 +103,18 @@ def test_gap_table_shares_the_gap_between_kinds():
     assert all(r["share"] is None for r in gap_table({"elementwise": 1.0}, {"elementwise": 2.0}))
 
 
+def test_a_side_whose_kernels_sum_past_its_end_to_end_time_is_flagged():
+    """The ONNX Runtime profile seen on a busy VM (nodes 74.0 ms beside 42.2 ms end to end) is flagged
+    with both figures and the fix; a quiet one (41.9 beside 41.5) and either side without an end-to-end
+    time are not."""
+    line = sum_flag("ONNX Runtime", 74.005, 42.154)
+    assert line and "74.005 ms" in line and "1.76x" in line and "42.154 ms" in line and "quiet machine" in line
+    assert line.startswith("ONNX Runtime's")
+    assert sum_flag("TVM", 41.934, 41.458) is None
+    assert sum_flag("TVM", BUSY_SUM_RATIO * 10.0, 10.0) is None and sum_flag("TVM", 13.01, 10.0)
+    assert sum_flag("ONNX Runtime", 5.0, 0.0) is None  # no end-to-end time (ONNX Runtime failed): nothing to hold it to
+
+
 def test_profile_cli_on_tiny_cnn(tmp_path, capsys):
     out = tmp_path / "prof" / "tiny.json"
     rc = main(["profile", "--model", "tiny-cnn", "--runs", "3", "--out", str(out)])
@@ -118,6 +130,9 @@ def test_profile_cli_on_tiny_cnn(tmp_path, capsys):
     assert {r["kind"] for r in d["rows"]} <= set(KINDS)
     assert "| operator kind | TVM ms | ONNX Runtime ms" in text and (tmp_path / "prof" / "tiny.md").exists()
     assert "hottest  " in text and d["peak"]["lanes"] in (4, 8, 16)
+    md = (tmp_path / "prof" / "tiny.md").read_text()
+    for f in d["flags"]:  # none on a quiet machine; a busy one may flag either side, in the table's file too
+        assert f in text and f in md
 
 
 @pytest.mark.parametrize("argv,msg", [
