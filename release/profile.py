@@ -301,11 +301,10 @@ def sum_flag(who: str, sum_ms: float, e2e_ms: float, limit: float = BUSY_SUM_RAT
 
     One inference's kernel calls run one after another, so their times sum to at most about its
     end-to-end latency (TVM's are summed without the runtime kind, where the instrument hook's cost
-    lands). A sum above
-    ``limit`` (default :data:`BUSY_SUM_RATIO`, 1.3) times the fastest end-to-end latency means the
-    profiled inferences ran slower than the timed ones, in practice that another process took the cores
-    while they ran; that side's per-kind figures, and the gap's shares computed from them, are then
-    wrong by up to that factor. Seen on a shared 2-core VM: ONNX Runtime's nodes summing to 74.0 ms
+    lands). A sum above ``limit`` (default :data:`BUSY_SUM_RATIO`, 1.3) times the fastest end-to-end
+    latency means the profiled inferences ran slower than the timed ones, in practice that another
+    process took the cores while they ran; that side's per-kind figures, and the gap's shares computed
+    from them, are then wrong by up to that factor. Seen on a shared 2-core VM: ONNX Runtime's nodes summing to 74.0 ms
     beside its 42.2 ms end to end, the run before 41.9 beside 41.5.
 
     Parameters

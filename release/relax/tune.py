@@ -329,10 +329,10 @@ def _trial_callback(t0: float, database, trial_log: str | None, measured: dict):
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
             n = len(measure_candidates)
             self.trials += n
+            now = time.time() - t0
+            times = [measured.pop(str(b.artifact_path)) for b in builder_results  # joined: forget them
+                     if b.artifact_path is not None and str(b.artifact_path) in measured]
             if trial_log:
-                now = time.time() - t0
-                times = [measured.pop(str(b.artifact_path)) for b in builder_results
-                         if b.artifact_path is not None and str(b.artifact_path) in measured]
                 with open(trial_log, "a", encoding="utf-8") as f:
                     f.write(json.dumps({"elapsed_s": now, "measured_s": min(now, max(times, default=now)),
                                         "trials": self.trials, "records": int(len(database)),
