@@ -22,14 +22,17 @@ One module per step of the pipeline, each TVM's own machinery::
   :func:`tune_with_metaschedule`: MetaSchedule's own ``tune_relax`` with the same budget.
 - :mod:`~release.relax.compile`: :func:`compile_model`, MetaSchedule's ``compile_relax`` with a
   database of each task's best record (:func:`schedule_knobless` for the functions without a knob).
-- :mod:`~release.relax.evaluation`: :func:`evaluate` checks outputs against PyTorch (or ONNX's
-  reference evaluator) and times the VM; :func:`torch_reference` times PyTorch eager.
+- :mod:`~release.relax.evaluation`: :func:`evaluate` checks outputs against PyTorch (or ONNX Runtime
+  for an ONNX file: :attr:`Model.reference_name`) and times the VM; :func:`torch_reference` times PyTorch eager.
+- :mod:`~release.relax.deploy`: :func:`load_library` loads an exported model library as
+  ``tvm.runtime.load_module`` does, without TVM's per-constant ``Scope Loaded`` warnings.
 
 Every public name is re-exported here (``from release.relax import tune_model``). TVM, PyTorch and
 ONNX are imported inside the functions: importing this package imports none of them.
 """
 
 from .compile import compile_model, schedule_knobless
+from .deploy import load_library
 from .evaluation import evaluate, torch_latency_ms, torch_reference
 from .extract import extract_tasks, latency_shares, prepare
 from .frontend import Model, from_onnx, from_pytorch, load_model
@@ -51,4 +54,6 @@ __all__ = [
     "schedule_knobless", "compile_model",
     # evaluation
     "evaluate", "torch_latency_ms", "torch_reference",
+    # deploy
+    "load_library",
 ]

@@ -119,6 +119,14 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
     ModelError
         Bad ``layout`` or ``exec_mode``.
     """
+    from ..stderr_capture import quiet
+
+    with quiet("compile"):  # inside `release tune-model`: TVM's warnings go to its file
+        return _compile_model(model, target, database, prepack, progress, layout, before_lowering, exec_mode, pad)
+
+
+def _compile_model(model: Model, target, database, prepack, progress: bool, layout, before_lowering, exec_mode: str,
+                   pad: bool):
     import tvm
     from tvm import relax
     from tvm.relax import pipeline as relax_pipeline

@@ -68,6 +68,13 @@ def extract_tasks(model: Model, target, prepack: bool | None = None, progress: b
     ModelError
         Bad ``layout``.
     """
+    from ..stderr_capture import quiet
+
+    with quiet("extract"):  # inside `release tune-model`: TVM's warnings ("Unknown schedule rule ...") go to its file
+        return _extract_tasks(model, target, prepack, progress, layout, pad)
+
+
+def _extract_tasks(model: Model, target, prepack, progress: bool, layout, pad: bool) -> list:
     from tvm.s_tir import meta_schedule as ms
 
     from ..errors import SpaceError

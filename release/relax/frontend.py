@@ -43,7 +43,15 @@ class Model:
     onnx_path: str | None = None
 
     def reference(self) -> list[np.ndarray]:
-        """Outputs of the source model on :attr:`inputs` (PyTorch, or onnx's reference evaluator)."""
+        """Outputs of the source model on :attr:`inputs`, computed by :attr:`reference_name`: the PyTorch
+        module (eager, no grad), else ONNX Runtime on the ONNX file (CPU execution provider; onnx's own
+        ``ReferenceEvaluator`` where ONNX Runtime is not installed).
+
+        Raises
+        ------
+        ModelError
+            No PyTorch module and no ONNX file.
+        """
         if self.torch_module is not None:
             import torch
 
@@ -52,6 +60,11 @@ class Model:
             outs = out if isinstance(out, (list, tuple)) else [out]
             return [o.detach().numpy() for o in outs]
         if self.onnx_path is not None:
+            if _onnxruntime_installed():
+                from ..reference import onnx_runner
+
+                run, _ = onnx_runner("onnxruntime", self.onnx_path, self.inputs, threads=1)
+                return [np.asarray(o) for o in run()]
             from onnx.reference import ReferenceEvaluator
 
             import onnx
@@ -60,6 +73,30 @@ class Model:
             names = [i.name for i in sess.proto_.graph.input]
             return list(sess.run(None, dict(zip(names, self.inputs))))
         raise ModelError(f"model {self.name} has no reference implementation")
+
+    @property
+    def reference_name(self) -> str:
+        """What :meth:`reference` runs: ``"PyTorch"`` (a built-in or PyTorch model), ``"ONNX Runtime"`` (an
+        ONNX file), ``"onnx's ReferenceEvaluator"`` (an ONNX file where ONNX Runtime is not installed:
+        ``pip install 'release-tvm[bench]'``) or ``"none"``."""
+        if self.torch_module is not None:
+            return "PyTorch"
+        if self.onnx_path is not None:
+            return "ONNX Runtime" if _onnxruntime_installed() else "onnx's ReferenceEvaluator"
+        return "none"
+
+    def input_specs(self) -> list[tuple[str, tuple, str]]:
+        """``(name, shape, dtype)`` of each runtime input of ``main``, in order (the names as TVM's frontend
+        gave them: ONNX's ``input.1`` is ``input_1``); what the exported library takes."""
+        func = self.mod["main"]
+        names = [v.name_hint if hasattr(v, "name_hint") else str(v) for v in func.params[:len(self.inputs)]]
+        return [(n, tuple(int(d) for d in x.shape), str(x.dtype)) for n, x in zip(names, self.inputs)]
+
+
+def _onnxruntime_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("onnxruntime") is not None
 
 
 def _detach(mod, name: str) -> tuple[Any, dict]:
@@ -158,6 +195,13 @@ def from_pytorch(module, example_inputs: Sequence, name: str = "model") -> Model
     ModelError
         ``torch.export`` fails, or TVM's frontend has no converter for an operator (named).
     """
+    from ..stderr_capture import quiet
+
+    with quiet("import"):  # inside `release tune-model`: what torch.export and TVM print goes to its file
+        return _from_pytorch(module, example_inputs, name)
+
+
+def _from_pytorch(module, example_inputs: Sequence, name: str) -> Model:
     import warnings
 
     import torch
@@ -203,6 +247,14 @@ def from_onnx(path: str, input_shapes: dict[str, Sequence[int]] | None = None, s
         onnx.checker.check_model(proto)
     except Exception as err:  # noqa: BLE001
         raise ModelError(f"ONNX file {path} does not parse: {error_line(err)}") from None
+    from ..stderr_capture import quiet
+
+    with quiet("import"):  # inside `release tune-model`: the frontend's warnings ("Renaming name ...") go to its file
+        return _from_onnx_proto(path, proto, input_shapes, seed)
+
+
+def _from_onnx_proto(path: str, proto, input_shapes, seed: int) -> Model:
+    import onnx
     from tvm.relax.frontend.onnx import from_onnx as tvm_from_onnx
 
     shapes = dict(input_shapes or {})
