@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import time
 
 import numpy as np
@@ -69,8 +70,24 @@ class _RoundScores:
 
 
 def agent_checkpoint_path(log_path: str | os.PathLike, task_key: str) -> str:
-    """Where a tuning log keeps the agent of one task: ``<log without .jsonl>.<sha1(task key)[:10]>.agent.pt``
-    (one log may hold many tasks, as ``release tune-model`` writes)."""
+    """Where a tuning log keeps the agent of one task: in one folder named after the log,
+    ``<log without .jsonl>.agents/<task name>.<sha1(task key)[:10]>.agent.pt`` (one log may hold many
+    tasks, as ``release tune-model`` writes); resumed with the log, removed with it."""
+    base = agents_folder(log_path)
+    name = re.sub(r"[^A-Za-z0-9_.+-]+", "_", task_key.rpartition("/")[0] or "task")[:80]
+    return os.path.join(base, f"{name}.{hashlib.sha1(task_key.encode()).hexdigest()[:10]}.agent.pt")
+
+
+def agents_folder(log_path: str | os.PathLike) -> str:
+    """``<log without .jsonl>.agents``: the folder of a log's PPO agent checkpoints."""
+    base = os.fspath(log_path)
+    base = base[: -len(".jsonl")] if base.endswith(".jsonl") else base
+    return base + ".agents"
+
+
+def legacy_agent_checkpoint_path(log_path: str | os.PathLike, task_key: str) -> str:
+    """Where releases before the ``.agents`` folder kept a task's agent: beside the log,
+    ``<log without .jsonl>.<sha1(task key)[:10]>.agent.pt`` (moved into the folder on resume)."""
     base = os.fspath(log_path)
     base = base[: -len(".jsonl")] if base.endswith(".jsonl") else base
     return f"{base}.{hashlib.sha1(task_key.encode()).hexdigest()[:10]}.agent.pt"
@@ -158,6 +175,7 @@ class RLOptimizer(ModelOptimizer):
         import torch
 
         path = os.fspath(path)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         tmp = f"{path}.tmp{os.getpid()}"
         torch.save(self.agent.state_dict(), tmp)
         os.replace(tmp, path)
@@ -181,7 +199,7 @@ class RLOptimizer(ModelOptimizer):
             path = os.fspath(source)
             if not os.path.isfile(path):
                 raise TunerError(f"agent checkpoint {path} does not exist; give a file written by a PPO tuner "
-                                 "(<log>.<task hash>.agent.pt beside its tuning log)")
+                                 "(<log>.agents/<task>.<hash>.agent.pt beside its tuning log)")
             try:
                 state = torch.load(path, map_location="cpu", weights_only=True)
             except Exception as e:  # torch raises several kinds for a damaged or foreign file

@@ -300,15 +300,22 @@ class ModelBasedTuner(RandomTuner):
         the log ``path``; resume it from there if a checkpoint exists. Others: nothing."""
         if not self.model_optimizer.keeps_state:
             return
-        from ..optimizers.ppo import agent_checkpoint_path
+        from ..optimizers.ppo import agent_checkpoint_path, legacy_agent_checkpoint_path
 
         ckpt = agent_checkpoint_path(path, self.task.key)
         if ckpt == self.agent_checkpoint:
             return  # tune() called again on the same log (tune-model's chunks): the agent is already current
         self.policy.model.checkpoint = ckpt
-        older = agent_checkpoint_path(path, f"{self.task.name}/{self.task.legacy_digest()}")
-        if not os.path.exists(ckpt) and os.path.exists(older):  # named by an older release's key: migrated
-            ckpt = older  # read from there; saved under the current name from now on
+        # written by an older release: beside the log (moved into the log's .agents folder), or named by
+        # an older task key (read from there; saved under the current name from now on)
+        beside = legacy_agent_checkpoint_path(path, self.task.key)
+        if not os.path.exists(ckpt) and os.path.exists(beside):
+            os.makedirs(os.path.dirname(ckpt), exist_ok=True)
+            os.replace(beside, ckpt)
+        older_key = f"{self.task.name}/{self.task.legacy_digest()}"
+        for older in (agent_checkpoint_path(path, older_key), legacy_agent_checkpoint_path(path, older_key)):
+            if not os.path.exists(ckpt) and os.path.exists(older):
+                ckpt = older
         if os.path.exists(ckpt):
             try:
                 self.model_optimizer.load(ckpt, same_space=True)

@@ -92,7 +92,7 @@ class ReleaseTuner(ModelBasedTuner):
     Notes
     -----
     Agent checkpoints: when :meth:`tune` runs with a log (``log_to_file``), the agent is saved after
-    every search call to ``<log without .jsonl>.<task hash>.agent.pt`` (see
+    every search call to ``<log without .jsonl>.agents/<task>.<hash>.agent.pt`` (see
     :func:`release.rl.agent_checkpoint_path`) and reloaded from there when the run is resumed, so a
     killed or extended run continues with the agent it had, not a fresh one (the records alone
     rebuild the cost model, not the agent). A checkpoint that does not fit is ignored with a warning.

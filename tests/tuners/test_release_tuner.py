@@ -11,6 +11,7 @@ import torch
 from release import autotvm
 from release.errors import SpaceError, TunerError
 from release.measure import load_records
+from release.optimizers.ppo import legacy_agent_checkpoint_path
 from release.rl import PPOConfig, RLOptimizer, agent_checkpoint_path
 from release.sampling import AdaptiveSampler, PassThroughSampler
 from release.tuners import get_tuner
@@ -74,10 +75,12 @@ def _agent_file(tmp_path, dims, name="other.agent.pt", rounds=0):
 def test_agent_checkpoint_that_does_not_fit_is_ignored_with_a_warning(matmul_task, tmp_path, caplog):
     log = str(tmp_path / "t.jsonl")
     ckpt = agent_checkpoint_path(log, matmul_task.key)
+    folder = tmp_path / os.path.basename(os.path.dirname(ckpt))  # the log's .agents folder
+    folder.mkdir()
     dims = list(matmul_task.config_space.dims)
     bad_checkpoints = [
-        lambda: _agent_file(tmp_path, [d + 1 for d in dims], os.path.basename(ckpt), rounds=5),  # another task
-        lambda: _agent_file(tmp_path, dims + [2], os.path.basename(ckpt), rounds=5),  # another knob count
+        lambda: _agent_file(folder, [d + 1 for d in dims], os.path.basename(ckpt), rounds=5),  # another task
+        lambda: _agent_file(folder, dims + [2], os.path.basename(ckpt), rounds=5),  # another knob count
         lambda: open(ckpt, "wb").write(b"not a checkpoint"),  # damaged file
     ]
     for make in bad_checkpoints:
@@ -100,7 +103,7 @@ def test_agent_checkpoint_named_by_an_older_release_key_is_resumed(matmul_task, 
     log = str(tmp_path / "t.jsonl")
     older_key = f"{matmul_task.name}/{matmul_task.legacy_digest()}"
     assert older_key != matmul_task.key
-    old = agent_checkpoint_path(log, older_key)
+    old = legacy_agent_checkpoint_path(log, older_key)  # beside the log, as those releases wrote it
     _agent_file(tmp_path, list(matmul_task.config_space.dims), os.path.basename(old), rounds=6)
     tuner = ReleaseTuner(matmul_task, plan_size=16, seed=0, feature_type="knob", ppo_config=SMALL_AGENT)
     with caplog.at_level("INFO"):
@@ -108,6 +111,20 @@ def test_agent_checkpoint_named_by_an_older_release_key_is_resumed(matmul_task, 
     assert tuner.model_optimizer.agent.rounds == 6
     assert tuner.agent_checkpoint == agent_checkpoint_path(log, matmul_task.key) != old
     assert not any("agent checkpoint ignored" in r.getMessage() for r in caplog.records)
+
+
+def test_agent_checkpoint_beside_the_log_moves_into_its_folder_and_is_resumed(matmul_task, tmp_path):
+    """Releases before the ``.agents`` folder kept the checkpoint beside the log: a resumed run moves it into
+    the log's folder and resumes the agent from it."""
+    log = str(tmp_path / "t.jsonl")
+    beside = legacy_agent_checkpoint_path(log, matmul_task.key)
+    _agent_file(tmp_path, list(matmul_task.config_space.dims), os.path.basename(beside), rounds=4)
+    tuner = ReleaseTuner(matmul_task, plan_size=16, seed=0, feature_type="knob", ppo_config=SMALL_AGENT)
+    tuner.attach_log(log)
+    ckpt = agent_checkpoint_path(log, matmul_task.key)
+    assert tuner.model_optimizer.agent.rounds == 4 and tuner.agent_checkpoint == ckpt
+    assert os.path.isfile(ckpt) and not os.path.exists(beside)
+    assert os.path.dirname(ckpt) == str(tmp_path / "t.agents")
 
 
 def test_warm_start_from_another_task_of_the_same_knob_count(matmul_task, tmp_path):
