@@ -481,7 +481,14 @@ def run_tune_model(config: TuneModelConfig, renderer: TuneModelRenderer | None =
 
 
 def cmd_tune_model(args) -> int:
-    """``release tune-model``: :class:`TuneModelConfig` -> :func:`run_tune_model` -> :class:`TuneModelPrinter`."""
+    """``release tune-model``: :class:`TuneModelConfig` -> :func:`run_tune_model` -> :class:`TuneModelPrinter`.
+    What TVM and the model frontends print while the model is imported, extracted and compiled goes to
+    ``<log without .jsonl>.warnings.log``, counted in one closing line (:func:`release.stderr_capture.quiet`)."""
+    from ..stderr_capture import tvm_output_to
+    from .tune_model_render import tvm_output_path
+
     config = TuneModelConfig.from_args(args)
     printer = TuneModelPrinter(progress=config.progress)
-    return printer.finished(run_tune_model(config, printer))
+    with tvm_output_to(tvm_output_path(config.log)) as tvm_output:
+        result = run_tune_model(config, printer)
+    return printer.finished(result, tvm_output)
