@@ -35,6 +35,15 @@ _TVM_LINE = re.compile(r"^\[[\d:.]+\] (?:\S*/)?src/(\S+?):\d+: (Warning|Error|Fa
 _PY_LINE = re.compile(r"^\S+:\d+: (\w*Warning): ")
 
 
+def _first_words(message: str, width: int = 48) -> str:
+    """A TVM message's kind: its text before the first ``:``, cut at a word within ``width`` characters
+    (``Unknown schedule rule "meta_schedule.pool_max"``, ``Scope Saving``)."""
+    words = message.split(":")[0].strip()
+    if len(words) > width:
+        words = words[:width].rsplit(" ", 1)[0]
+    return words
+
+
 @dataclass
 class CapturedStderr:
     """What went to stderr inside :func:`capture_stderr` (filled when the block ends).
@@ -80,7 +89,7 @@ class CapturedStderr:
             after_py = after_tvm = False
             m = _TVM_LINE.match(line)
             if m:
-                words = m.group(3).split(":")[0].strip()[:40] or (m.group(2) or "log")
+                words = _first_words(m.group(3)) or (m.group(2) or "log")
                 self.tvm[(m.group(1), words)] += 1
                 after_tvm = True
                 continue

@@ -414,7 +414,9 @@ class TunePrinter(TuneRenderer):
     @staticmethod
     def _usage(result: TuneResult) -> None:
         """Where the results went and how to use them: Python lines that compile the best kernel and run
-        it on the target's threads (TVM's runtime otherwise picks its own count)."""
+        it on the target's threads (TVM's runtime otherwise picks its own count), on random inputs of the
+        task's argument shapes (``task.random_inputs()``: the user's data goes in their place), checked
+        against the task's reference."""
         from ..threads import thread_count
 
         cfg, log = result.config, result.log
@@ -430,6 +432,11 @@ class TunePrinter(TuneRenderer):
         print("         sch = tvm.s_tir.meta_schedule.tir_integration.compile_tir(db, task.mod, task.target); "
               "lib = tvm.compile(task.mod if sch is None else sch.mod, target=task.target)  # None: the log keeps TVM's "
               "default schedule, measured faster")
+        if result.task.target.kind.name == "llvm":  # a kernel of another device runs there, not here
+            print("         xs = task.random_inputs(); out = tvm.runtime.empty(*task.output_shape())  # your arrays in "
+                  "xs' place: shapes and dtypes task.arg_info()")
+            print("         lib['main'](*[tvm.runtime.tensor(x) for x in xs], out); "
+                  "print('max abs error', abs(out.numpy() - task.reference(xs)).max())")
 
 
 def _resuming(task, previous) -> str:

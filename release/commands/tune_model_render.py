@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import os
+
 from .common import plural
 
 
@@ -73,11 +75,13 @@ class TuneModelPrinter(TuneModelRenderer):
     def __init__(self, progress: bool = True):
         self.progress = progress
         self._bar = None
+        self._model = None
 
     def extracting(self, model: str) -> None:
         print(f"model    importing {model} and extracting its tasks (building each knob space)...", flush=True)
 
     def extracted(self, model, tasks: list, seconds: float, layout: str) -> None:
+        self._model = model
         total = sum(t.flop * t.weight for t in tasks) or 1.0
         print(f"model    {model.name}: {len(tasks)} tunable tasks, {total / 1e9:.2f} GFLOP per inference "
               f"({seconds:.1f} s to extract); weights "
@@ -142,8 +146,12 @@ class TuneModelPrinter(TuneModelRenderer):
         # fastest of the repeats, the statistic of the PyTorch reference (release.reference.time_torch)
         print(f"tuned    {tuned['fastest_ms']:.3f} ms end to end on {tuned['threads']} threads (fastest of "
               f"repeats; median {tuned['latency_ms']:.3f}) (ReLeASE {config.tuner}, {config.n_trial} trials, "
-              f"{result.wall_s:.0f} s tuning); output matches the reference (max abs error "
+              f"{result.wall_s:.0f} s tuning); output matches {self._reference()}'s (max abs error "
               f"{tuned['max_abs_err']:.1e})")
+
+    def _reference(self) -> str:
+        """What the tuned build's output was checked against (:attr:`release.relax.Model.reference_name`)."""
+        return self._model.reference_name if self._model is not None else "the reference"
 
     def untuned_build(self, untuned: dict) -> None:
         print(f"untuned  {untuned['fastest_ms']:.3f} ms on {untuned['threads']} threads (fastest of repeats; median "
@@ -186,7 +194,12 @@ class TuneModelPrinter(TuneModelRenderer):
             self._bar.update(1)
 
     def compared_torch(self, reference) -> None:
-        print(f"torch    {reference.describe() if reference else 'n/a (no PyTorch module)'} (PyTorch eager, same CPU)")
+        if reference is not None:
+            print(f"torch    {reference.describe()} (PyTorch eager, same CPU)")
+        else:
+            name = self._model.name if self._model is not None else "the model"
+            print(f"torch    n/a: {name} has no PyTorch module to time (an ONNX file); its output was checked "
+                  f"against {self._reference()}")
         if self._bar is not None:
             self._bar.update(1)
 
@@ -195,17 +208,76 @@ class TuneModelPrinter(TuneModelRenderer):
             self._bar.close()
             self._bar = None
 
-    def finished(self, result) -> int:
-        """The deploy lines of a :class:`release.commands.tune_model.TuneModelResult`; returns the exit status 0."""
+    def finished(self, result, tvm_output=None) -> int:
+        """The closing lines of a :class:`release.commands.tune_model.TuneModelResult`: what TVM printed
+        (counted; the text in files beside the log), the deploy lines (Python that loads the exported
+        library and runs it on data of the model's input shapes), and the files the run keeps beside
+        the log. ``tvm_output``: the run's :class:`release.stderr_capture.TvmOutput`. Returns 0."""
         lib, threads = result.library, result.threads
-        # a model whose weights are runtime inputs (an ONNX file exported without them) takes them at run time
-        packed = ("weights packed in" if result.model.params
-                  else "weights not packed in: main takes them as inputs after the data")
         captured = result.export_stderr
+        if tvm_output is not None and (tvm_output.warnings or tvm_output.total.other):
+            print(f"warnings TVM's and the frontends' stderr while importing, extracting and compiling: "
+                  f"{tvm_output.summary()}")
         if captured is not None and (captured.warnings or captured.other):
             print(f"export   TVM's stderr while exporting: {captured.summary()}")
-        print(f"deploy   {lib} ({packed}), on the {threads} threads it was tuned on: import os; "
-              f"os.environ.setdefault('TVM_NUM_THREADS', '{threads}'); import tvm; from tvm import relax; "
-              f"vm = relax.VirtualMachine(tvm.runtime.load_module({lib!r}), tvm.cpu()); out = vm['main'](*inputs)")
-        print(f"         the log {result.log} resumes with the same command")
+        for i, line in enumerate(deploy_lines(result.model, lib, threads)):
+            print(("deploy   " if i == 0 else " " * 9) + line)
+        for i, line in enumerate(kept_files(result.log, lib)):
+            print(("files    " if i == 0 else " " * 9) + line)
         return 0
+
+
+def deploy_lines(model, lib: str, threads: int) -> list[str]:
+    """What ``release tune-model`` prints to deploy ``lib``: a line saying what it is and takes, then
+    Python lines that run as printed: ``TVM_NUM_THREADS`` set to the ``threads`` it was tuned on, the
+    library loaded (:func:`release.relax.load_library`), one array per input of ``model`` made
+    (:meth:`release.relax.Model.input_specs`: random floats, zeros for integer inputs; the user's
+    data goes in their place) with ``tvm.runtime.tensor`` (TVM 0.27's ``tvm.nd.array``), the model run
+    and its outputs printed as NumPy arrays."""
+    specs = model.input_specs()
+    # a model whose weights are runtime inputs (an ONNX file exported without them) takes them at run time
+    packed = ("weights packed in" if model.params
+              else "weights not packed in: main takes them as inputs after the data")
+    what = ", ".join(f"{name!r} {shape} {dtype}" for name, shape, dtype in specs)
+    arrays = ", ".join(f"rng.standard_normal({shape}).astype({dtype!r})" if dtype.startswith(("float", "bfloat"))
+                       else f"np.zeros({shape}, {dtype!r})" for _, shape, dtype in specs)
+    return [
+        f"{lib} ({packed}), on the {threads} threads it was tuned on; "
+        f"{'input' if len(specs) == 1 else 'inputs'} {what} (random data below: put yours in its place):",
+        f"import os; os.environ.setdefault('TVM_NUM_THREADS', '{threads}')  # before tvm starts its thread pool",
+        "import numpy as np, tvm; from tvm import relax; from release.relax import load_library",
+        f"vm = relax.VirtualMachine(load_library({lib!r}), tvm.cpu())  # tvm.runtime.load_module, minus TVM's "
+        "'Scope Loaded' lines",
+        f"rng = np.random.default_rng(0); inputs = [tvm.runtime.tensor(x) for x in [{arrays}]]",
+        "out = vm['main'](*inputs); outs = [out] if hasattr(out, 'numpy') else list(out); "
+        "print([o.numpy().shape for o in outs])",
+    ]
+
+
+def kept_files(log: str, lib: str) -> list[str]:
+    """The files a ``release tune-model`` run keeps beside its log, each with what it is for: the log
+    (resumed by the same command), the exported library, the PPO agents' folder (resumed with the
+    log), TVM's captured output, the rejection summary. Remove them together to start afresh."""
+    from ..optimizers.ppo import agents_folder
+    from ..tuners.tuner import rejections_path
+
+    lines = [f"{log}: every measurement (the same command resumes it)", f"{lib}: the exported model (deploy above)"]
+    agents = agents_folder(log)
+    if os.path.isdir(agents):
+        n = sum(name.endswith(".agent.pt") for name in os.listdir(agents))
+        lines.append(f"{agents}{os.sep}: {plural(n, 'PPO agent checkpoint')}, one per task tuned by a PPO tuner; "
+                     "resumed with the log")
+    for path, what in ((tvm_output_path(log), "what TVM and the model frontends printed while importing, "
+                                              "extracting and compiling"),
+                       (f"{lib}.export.log", "what TVM printed while exporting"),
+                       (rejections_path(log), "the invalid configs, by reason")):
+        if os.path.exists(path):
+            lines.append(f"{path}: {what}")
+    lines.append("(remove them with the log to start afresh)")
+    return lines
+
+
+def tvm_output_path(log: str) -> str:
+    """``<log without .jsonl>.warnings.log``: where ``release tune-model`` keeps what TVM and the model
+    frontends print while it imports, extracts and compiles (:func:`release.stderr_capture.tvm_output_to`)."""
+    return os.path.splitext(log)[0] + ".warnings.log"
