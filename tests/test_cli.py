@@ -384,7 +384,8 @@ def test_tune_blocked_layout_and_the_printed_usage_runs(tmp_path):
     start = next(i for i, ln in enumerate(lines) if ln.startswith("use      "))
     more = itertools.takewhile(lambda ln: ln.startswith(" " * 9), lines[start + 1:])  # the block's next lines
     use = [lines[start][9:]] + [ln[9:] for ln in more]
-    assert len(use) == 3 and "TVM_NUM_THREADS" in use[0], p.stdout  # threads, the database, the compile
+    # threads, the database, the compile, random inputs of the task's shapes, the run checked against the reference
+    assert len(use) == 5 and "TVM_NUM_THREADS" in use[0], p.stdout
     code = "\n".join(x.strip().replace("; ", "\n") for x in use)  # exactly as printed
     code += "\nprint(type(lib).__name__); print('threads', tvm.runtime.num_threads())"
     env = {k: v for k, v in os.environ.items() if k != "TVM_NUM_THREADS"}  # a user's shell: none set
@@ -393,6 +394,7 @@ def test_tune_blocked_layout_and_the_printed_usage_runs(tmp_path):
     # the kernel runs on the threads it was tuned on (TVM's runtime otherwise picks its own count: 1 here)
     threads = use[0].split("os.environ.setdefault('TVM_NUM_THREADS', '")[1].split("'")[0]
     assert f"threads {threads}" in run.stdout, run.stdout
+    assert float(run.stdout.split("max abs error ")[1].split()[0]) < 1e-3, run.stdout  # the printed run's check
 
 
 # slow: ~26 s; tune-model's CLI runs in make test through test_model_zoo's cli route
@@ -415,7 +417,7 @@ def test_tune_model_says_what_the_budget_leaves_untuned_and_how_to_deploy(tmp_pa
     lib = str(log).replace(".jsonl", ".so")
     assert f"deploy   {lib} (weights packed in), on the " in out  # a built-in model's weights are constants
     deploy = next(ln for ln in out.splitlines() if ln.startswith("deploy   "))
-    threads = deploy.split("os.environ.setdefault('TVM_NUM_THREADS', '")[1].split("'")[0]
+    threads = out.split("os.environ.setdefault('TVM_NUM_THREADS', '")[1].split("'")[0]  # the deploy code's line
     assert f"on the {threads} threads it was tuned on" in deploy  # the printed code sets the target's threads
     code = ("import numpy as np, tvm\nfrom tvm import relax\nfrom release import relax as M\n"
             "m = M.load_model('tiny-cnn')\ninputs = [tvm.runtime.tensor(x) for x in m.inputs]\n"
