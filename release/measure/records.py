@@ -351,8 +351,10 @@ class ApplyHistoryBest:
     puts a slower kernel into a model than it would have had untuned.
     """
 
-    def __init__(self, records: list[Record]):
+    def __init__(self, records: list[Record], in_model: list[Record] | None = None):
         self.records = records
+        #: records of the in-model ranking (:func:`in_model_path`; ``tuner`` ``"in-model"``)
+        self.in_model = list(in_model or [])
         self.best_by_task = best_records(records)
         self.matched: list = []
         self.elsewhere: list = []
@@ -368,8 +370,20 @@ class ApplyHistoryBest:
             A :class:`release.task.Task`: its records from any machine of its ISA class
             (:meth:`release.task.Task.owns`, older logs migrated); the fastest of this machine's
             records wins, and only when the logs hold none of this machine the fastest of another
-            machine's (its schedule is valid here; its timing was taken there). A key: that key's best.
+            machine's (its schedule is valid here; its timing was taken there). Where the in-model
+            ranking (:mod:`release.relax.finish`) timed the task's candidates inside the model and its
+            pass still covers that fastest config, its choice (:func:`in_model_choice`: an in-model
+            record, ``costs`` in-model seconds) wins instead. A key: that key's best.
         """
+        alone = self.alone_best(task)
+        if self.in_model and hasattr(task, "owns"):
+            pick = in_model_choice(self.in_model, task, alone)
+            if pick is not None:
+                return pick
+        return alone
+
+    def alone_best(self, task) -> Record | None:
+        """:meth:`best` without the in-model ranking: the fastest record timed alone."""
         if not hasattr(task, "owns"):
             return self.best_by_task.get(task)
         mine = [r for r in self.records if task.owns(r)]
@@ -390,7 +404,7 @@ class ApplyHistoryBest:
         is faster than its best tuned record, or it has a default record and no tuned one. A best
         tuned record timed on another machine is not compared (timings of two machines): the tuned
         schedule is kept."""
-        return self._default_wins(task, self.best(task))
+        return self._default_wins(task, self.alone_best(task))
 
     def _default_wins(self, task, best: Record | None) -> bool:
         """:meth:`keeps_default` given ``task``'s best tuned record (None: none)."""
@@ -419,7 +433,7 @@ class ApplyHistoryBest:
         self.matched, self.elsewhere, self.unmatched, self.defaulted = [], [], [], []
         for t in tasks:
             rec = self.best(t)
-            if self._default_wins(t, rec):
+            if self._default_wins(t, self.alone_best(t)):  # the default was timed alone: compare alone
                 self.defaulted.append(t)
                 continue
             if rec is None:
@@ -481,9 +495,46 @@ def apply_history_best(logs) -> ApplyHistoryBest:
         A log path that does not exist.
     """
     paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs)
-    recs = []
+    recs, in_model = [], []
     for p in paths:
         if not os.path.exists(p):
             raise RecordError(f"log {p} does not exist")
         recs.extend(load_records(p, defaults=True))
-    return ApplyHistoryBest(recs)
+        side = in_model_path(p)
+        if os.path.exists(side):  # the in-model ranking's choices (release.relax.finish), beside the log
+            in_model.extend(load_records(side))
+    return ApplyHistoryBest(recs, in_model)
+
+
+#: ``Record.tuner`` of the records of the in-model ranking (:mod:`release.relax.finish`)
+IN_MODEL_TUNER = "in-model"
+
+
+def in_model_path(log: str | os.PathLike) -> str:
+    """The in-model ranking's log beside a tuning log: ``<log stem>.in-model.jsonl``
+    (:mod:`release.relax.finish` appends to it; :func:`apply_history_best` reads it with the log)."""
+    return os.path.splitext(os.fspath(log))[0] + ".in-model.jsonl"
+
+
+def in_model_pass(records: Iterable[Record], task) -> list[Record]:
+    """The records of ``task``'s latest in-model ranking pass timed on this machine (one ``timestamp``
+    per task and pass; :meth:`release.task.Task.tier` ``"machine"``), or ``[]``."""
+    mine = [r for r in records if r.tuner == IN_MODEL_TUNER and task.owns(r) and task.tier(r) == "machine"]
+    if not mine:
+        return []
+    last = max(r.timestamp for r in mine)
+    return [r for r in mine if r.timestamp == last]
+
+
+def in_model_choice(records: Iterable[Record], task, alone_best: Record | None) -> Record | None:
+    """The config the in-model ranking keeps for ``task``: of its latest pass (:func:`in_model_pass`), the
+    successful record with the smallest median in-model cost; None when there is no pass, or when the pass
+    does not cover ``alone_best`` (the fastest config alone: tuning found a new best after the pass, whose
+    choice is then stale until the pass runs again)."""
+    import statistics
+
+    group = in_model_pass(records, task)
+    if not group or alone_best is None or tuple(alone_best.config) not in {tuple(r.config) for r in group}:
+        return None
+    ok = [r for r in group if r.ok]
+    return min(ok, key=lambda r: statistics.median(r.costs)) if ok else None
