@@ -198,6 +198,14 @@ class KnobSpace:
             )
         self.dims = np.array([k.size for k in self.knobs], dtype=np.int64)
         self._cache: dict = {}
+        from .gpu import GPUConstraints, GPULimits
+
+        limits = GPULimits.of(task.target)
+        self.gpu: GPUConstraints | None = GPUConstraints(self, limits) if limits is not None else None
+        for line in (self.gpu.skipped if self.gpu is not None else ()):
+            logger.info("%s: GPU limit not read from the trace (the postprocessors still check it): %s",
+                        task.name, line)
+        self.prechecked = 0  # configs refused by the GPU limits before any replay (apply)
 
     # ------------------------------------------------------------------ construction
     def _inst_choices(self, space: _Space, inst, pos: int) -> tuple[str, tuple]:
@@ -445,17 +453,114 @@ class KnobSpace:
         return self.canonical(config)
 
     # ------------------------------------------------------------------ sampling and moves
+    @property
+    def constrained(self) -> bool:
+        """Whether the space has limits checked on the knobs (a GPU target: :attr:`gpu`)."""
+        return self.gpu is not None and any(self.gpu.rules.values())
+
+    def feasible(self, configs) -> np.ndarray:
+        """Whether each config keeps the target's limits that are checked on the knobs, before any
+        replay (:class:`release.space.gpu.GPUConstraints`: threads and shared memory per block on GPU
+        targets; every config on others).
+
+        Parameters
+        ----------
+        configs : array-like, int, shape (n, n_knobs) or (n_knobs,)
+
+        Returns
+        -------
+        np.ndarray, bool, shape (n,)
+        """
+        configs = np.atleast_2d(np.asarray(configs, dtype=np.int64))
+        if self.gpu is None:
+            return np.ones(len(configs), dtype=bool)
+        return self.gpu.feasible(configs)
+
+    #: most uniform draws per config :meth:`sample` makes to find configs within the limits
+    SAMPLE_DRAWS = 256
+
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``n`` random configs, shape ``(n, n_knobs)``; uniform over each knob, then canonicalized."""
-        out = (rng.random((n, self.n_knobs)) * self.dims).astype(np.int64)
-        return self.canonicalize(out)
+        """``n`` random configs, shape ``(n, n_knobs)``; uniform over each knob, then canonicalized.
+
+        On a space with limits (:attr:`constrained`, GPU targets) the draws are filtered by
+        :meth:`feasible`, so the configs are uniform over those within the limits: at most
+        ``SAMPLE_DRAWS * n`` draws (vectorized, ~1 us each); if fewer than ``n`` are found, the found
+        ones repeat, and if none is, the unfiltered draws are returned (the postprocessors refuse them).
+        """
+        if not self.constrained or n <= 0:
+            out = (rng.random((n, self.n_knobs)) * self.dims).astype(np.int64)
+            return self.canonicalize(out)
+        found, drawn, first = [], 0, None
+        chunk = max(256, 8 * n)
+        while sum(len(f) for f in found) < n and drawn < self.SAMPLE_DRAWS * n:
+            raw = self.canonicalize((rng.random((chunk, self.n_knobs)) * self.dims).astype(np.int64))
+            drawn += chunk
+            if first is None:
+                first = raw[:n]
+            found.append(raw[self.feasible(raw)])
+        got = np.concatenate(found) if found else np.zeros((0, self.n_knobs), dtype=np.int64)
+        if len(got) >= n:
+            return got[:n]
+        if len(got) == 0:
+            logger.debug("%s: no config within the GPU limits in %d draws", self.task.name, drawn)
+            return first
+        return got[np.arange(n) % len(got)]
 
     def random_config(self, rng: np.random.Generator) -> Config:
-        """One random config (uniform per knob)."""
+        """One random config (uniform per knob; within the limits on a :attr:`constrained` space)."""
         return tuple(int(x) for x in self.sample(1, rng)[0])
 
+    def nearest_feasible(self, config: Sequence[int], max_steps: int = 8) -> Config | None:
+        """``config`` if it keeps the limits (:meth:`feasible`), else the nearest config that does,
+        found by greedy repair: each step tries every one-knob change (all choices of every active
+        knob, vectorized) and takes the one within the limits that changes the factors least
+        (``sum |log f - log g|`` over tile factors, plus one per changed knob); if none is, it moves
+        to the change that breaks the limits least and tries again, at most ``max_steps`` steps.
+
+        Returns
+        -------
+        tuple of int or None
+            A canonical config within the limits, or None when ``max_steps`` steps found none.
+        """
+        c = np.asarray(self.canonical(config), dtype=np.int64)
+        if self.feasible(c)[0]:
+            return tuple(int(x) for x in c)
+        origin = c.copy()
+        for _ in range(max_steps):
+            s = self.space_of(c)
+            rows = []
+            for p, k in enumerate(self.knobs):
+                if not self._active[s, p] or k.kind == "space":
+                    continue
+                block = np.repeat(c[None, :], k.size, axis=0)
+                block[:, p] = np.arange(k.size)
+                rows.append(block)
+            if not rows:
+                return None
+            cands = self.canonicalize(np.concatenate(rows))
+            ok = self.feasible(cands)
+            dist = self._factor_distance(cands, origin)
+            if ok.any():
+                best = np.flatnonzero(ok)[np.argmin(dist[ok])]
+                return tuple(int(x) for x in cands[best])
+            excess = self.gpu.excess(cands)
+            c = cands[np.lexsort((dist, excess))[0]]
+        return None
+
+    def _factor_distance(self, configs: np.ndarray, origin: np.ndarray) -> np.ndarray:
+        """How far each config's decisions are from ``origin``'s: ``sum |log f - log g|`` over the tile
+        factors of changed tile knobs, plus one per changed knob."""
+        d = (configs != origin[None, :]).sum(axis=1).astype(np.float64)
+        for p, k in enumerate(self.knobs):
+            if k.kind != "tile":
+                continue
+            tab = np.log(np.asarray(k.choices, dtype=np.float64))
+            d += np.abs(tab[configs[:, p]] - tab[origin[p]]).sum(axis=1)
+        return d
+
     def neighbors(self, config: Sequence[int]) -> list[Config]:
-        """Configs one step away: one active knob moved by -1 or +1 (the Chameleon agent's moves)."""
+        """Configs one step away: one active knob moved by -1 or +1 (the Chameleon agent's moves); on a
+        :attr:`constrained` space only those within the limits (:meth:`feasible`)."""
         c = list(self.canonical(config))
         s = self.space_of(c)
         out = []
@@ -468,6 +573,9 @@ class KnobSpace:
                     n = c.copy()
                     n[p] = v
                     out.append(self.canonical(n))
+        if self.constrained and out:
+            ok = self.feasible(out)
+            out = [c for c, good in zip(out, ok) if good]
         return out
 
     # ------------------------------------------------------------------ index <-> config (grid order)
@@ -525,8 +633,12 @@ class KnobSpace:
         c = self.check(config)
         return Trace(self.spaces[self.space_of(c)].insts, self.decisions(c))
 
-    def apply(self, config: Sequence[int]):
+    def apply(self, config: Sequence[int], precheck: bool = True):
         """Replay ``config`` on its design space and run the postprocessors.
+
+        On a :attr:`constrained` space (a GPU target) a config that breaks a limit checked on the
+        knobs (:meth:`feasible`) is refused first, without a replay (``precheck=False``: the
+        postprocessors alone decide, as MetaSchedule does); :attr:`prechecked` counts those.
 
         Returns
         -------
@@ -540,6 +652,9 @@ class KnobSpace:
             rejects the program (e.g. a GPU thread limit), or a replay error.
         """
         c = self.check(config)
+        if self.constrained and precheck and not self.gpu.feasible([c])[0]:
+            self.prechecked += 1
+            raise InvalidConfigError(self.gpu.reason(c))
         s = self.space_of(c)
         sp = self.spaces[s]
         dec = self.decisions(c)
@@ -570,10 +685,11 @@ class KnobSpace:
             raise InvalidConfigError(f"postprocessing failed: {error_line(err)}") from None
         return sch
 
-    def is_valid(self, config: Sequence[int]) -> tuple[bool, str]:
-        """``(True, "")`` or ``(False, reason)``; never raises for a well-shaped config."""
+    def is_valid(self, config: Sequence[int], precheck: bool = True) -> tuple[bool, str]:
+        """``(True, "")`` or ``(False, reason)``; never raises for a well-shaped config.
+        ``precheck=False``: MetaSchedule's replay and postprocessors alone decide (see :meth:`apply`)."""
         try:
-            self.apply(config)
+            self.apply(config, precheck=precheck)
             return True, ""
         except InvalidConfigError as err:
             return False, err.reason
