@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .rpc import TRACKER_WAIT
+
 
 def register(subparsers) -> None:
     """Add the ``rpc`` command group to the top-level CLI."""
@@ -31,6 +33,8 @@ def register(subparsers) -> None:
     s.add_argument("--port", type=int, default=9090, help="first port to try")
     s.add_argument("--port-end", type=int, default=None, help="last port to try (exclusive); default --port + 100")
     s.add_argument("--custom-addr", default=None, help="address reported to the tracker (NAT, containers)")
+    s.add_argument("--wait", type=float, default=TRACKER_WAIT, metavar="SECONDS",
+                   help="seconds to wait for the tracker to answer (retried with backoff; 0: one attempt)")
     s.set_defaults(func=cmd_server)
 
     q = sub.add_parser("status", help="devices per key at a tracker", formatter_class=fmt)
@@ -55,8 +59,12 @@ def cmd_tracker(args) -> int:
 def cmd_server(args) -> int:
     from .rpc import parse_address, start_server
 
+    def waiting(host, port, wait):
+        print(f"waiting for tracker {host}:{port} (up to {wait:g} s)", flush=True)
+
     addr = parse_address(args.tracker)
-    srv = start_server(args.key, addr, args.host, args.port, args.port_end, args.custom_addr, silent=True)
+    srv = start_server(args.key, addr, args.host, args.port, args.port_end, args.custom_addr, silent=True,
+                       wait=args.wait, on_wait=waiting)
     print(f"server key={args.key} listening on {args.host}:{srv.port}, registered at tracker {addr[0]}:{addr[1]}",
           flush=True)
     try:

@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 
 from ..errors import MeasureError, error_line  # noqa: F401
@@ -24,6 +25,13 @@ from ..measure.runner import LOST_DEVICE, RetryingRPCRunner, lost_device, make_r
 from ..measure.tracker import QUERY_TIMEOUT, KeyStatus, _summary, check_key, free_devices, tracker_status  # noqa: F401
 
 logger = logging.getLogger(__name__)
+
+#: seconds ``release rpc server`` waits for its tracker by default (a tracker in a container takes
+#: 7-10 s to listen)
+TRACKER_WAIT = 60.0
+#: the first pause between two attempts to reach a tracker, doubled after each attempt up to the cap
+BACKOFF_FIRST, BACKOFF_CAP = 0.25, 2.0
+
 
 def parse_address(text: str, default_port: int = 9190, what: str = "tracker") -> tuple[str, int]:
     """``"HOST:PORT"`` (or ``"HOST"``) -> ``(host, port)``.
@@ -81,8 +89,62 @@ def start_tracker(host: str = "127.0.0.1", port: int = 9190, port_end: int | Non
                            "--port") from None
 
 
+def wait_for_tracker(host: str, port: int, wait: float = TRACKER_WAIT, on_wait=None,
+                     timeout: float = QUERY_TIMEOUT) -> dict:
+    """Wait up to ``wait`` seconds for a TVM RPC tracker to answer at ``host:port``; its summary.
+
+    A server started right after its tracker (two containers, or two lines of a script) finds
+    nothing listening for the tracker's first seconds: each attempt (a connection, then a summary
+    request, each bounded by ``timeout`` seconds) that fails is followed by a pause of
+    :data:`BACKOFF_FIRST` seconds, doubled after each attempt up to :data:`BACKOFF_CAP` (bounded
+    exponential backoff, as TVM's own server retries its tracker connection), until ``wait`` seconds
+    have passed since the first attempt.
+
+    Parameters
+    ----------
+    host, port : str, int
+        The tracker's address.
+    wait : float
+        Seconds to keep trying (default :data:`TRACKER_WAIT`); 0: one attempt.
+    on_wait : callable, optional
+        ``on_wait(host, port, wait)`` once, when the first attempt failed and the wait begins (the CLI
+        prints one line there).
+    timeout : float
+        Seconds each attempt may take (default :data:`QUERY_TIMEOUT`).
+
+    Returns
+    -------
+    dict
+        The tracker's summary.
+
+    Raises
+    ------
+    MeasureError
+        ``wait`` negative; or no tracker answered within ``wait`` seconds (the last attempt's problem and
+        how to start one named).
+    """
+    if wait < 0:
+        raise MeasureError(f"--wait {wait:g}: seconds to wait for the tracker must be 0 or more")
+    deadline, pause = time.monotonic() + wait, BACKOFF_FIRST
+    while True:
+        try:
+            return _summary(host, port, timeout)
+        except MeasureError as err:
+            left = deadline - time.monotonic()
+            if wait <= 0:
+                raise
+            if left <= 0:
+                raise MeasureError(f"no RPC tracker answered at {host}:{port} within {wait:g} s (last attempt: {err}); "
+                                   "start the tracker first, or give it longer with --wait SECONDS") from None
+            if on_wait is not None and pause == BACKOFF_FIRST:
+                on_wait(host, port, wait)
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, BACKOFF_CAP)
+
+
 def start_server(key: str, tracker: str | tuple | None, host: str = "127.0.0.1", port: int = 9090,
-                 port_end: int | None = None, custom_addr: str | None = None, silent: bool = False):
+                 port_end: int | None = None, custom_addr: str | None = None, silent: bool = False,
+                 wait: float = 0.0, on_wait=None):
     """Start TVM's RPC server (``tvm.rpc.Server``) registered with a tracker under ``key``.
 
     Parameters
@@ -90,18 +152,23 @@ def start_server(key: str, tracker: str | tuple | None, host: str = "127.0.0.1",
     key : str
         Device key, e.g. ``"h200"``; clients ask the tracker for this key.
     tracker : str or (host, port)
-        Tracker address ``"HOST:PORT"``; it must answer within :data:`QUERY_TIMEOUT` seconds.
+        Tracker address ``"HOST:PORT"``; it must answer within ``wait`` seconds (each attempt bounded by
+        :data:`QUERY_TIMEOUT` seconds).
     host : str
         Address the server binds (default 127.0.0.1; ``0.0.0.0`` so other machines reach it).
     port, port_end : int
         The server binds the first free port in ``port .. port_end-1`` (default ``port + 100``).
     custom_addr : str, optional
         Address reported to the tracker (for NAT or a container), default the address the tracker sees.
+    wait : float
+        Seconds to wait for the tracker to answer (:func:`wait_for_tracker`; default 0: one attempt).
+    on_wait : callable, optional
+        ``on_wait(host, port, wait)`` once when the wait begins.
 
     Raises
     ------
     MeasureError
-        Empty key, no tracker at the address, or no free port.
+        Empty key, no tracker at the address within ``wait`` seconds, or no free port.
     """
     from tvm import rpc
 
@@ -110,7 +177,8 @@ def start_server(key: str, tracker: str | tuple | None, host: str = "127.0.0.1",
     addr = None
     if tracker:
         addr = parse_address(tracker) if isinstance(tracker, str) else (tracker[0], int(tracker[1]))
-        _summary(addr[0], addr[1], QUERY_TIMEOUT)  # bounded: TVM's server would retry for a minute
+        # bounded: TVM's server would retry for a minute, silently
+        wait_for_tracker(addr[0], addr[1], wait, on_wait=on_wait)
     end = port_end if port_end is not None else port + 100
     # TVM's runtime caps its thread pool at half the cores unless told; raise the cap to every usable
     # core (a user's own TVM_NUM_THREADS is kept) so the tuner's evaluator can run kernels on the

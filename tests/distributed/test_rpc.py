@@ -39,7 +39,7 @@ def test_bad_input_one_line_in_bounded_time(rpc_cluster, capsys, connection_atte
     assert main(["rpc", "status", "--tracker", rpc_cluster.address, "--key", "no-such-key"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no device with key 'no-such-key'" in err[0] and f"{rpc_cluster.key} (2)" in err[0]
-    assert main(["rpc", "server", "--key", "k", "--tracker", f"127.0.0.1:{dead}"]) == 2
+    assert main(["rpc", "server", "--key", "k", "--tracker", f"127.0.0.1:{dead}", "--wait", "0"]) == 2
     assert "no RPC tracker answers" in capsys.readouterr().err
     assert main(["rpc", "status", "--tracker", "127.0.0.1:notaport"]) == 2
     assert "port must be an integer" in capsys.readouterr().err
