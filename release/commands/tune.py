@@ -18,6 +18,20 @@ from ..errors import ReleaseError, TunerError, check_n_trial
 from .common import KnowledgeChoice, add_knowledge_args, add_measure_args, check_tuner_name, plural
 
 PPO_TUNERS = ("release", "release+", "rl")
+#: the tuner ``release tune``, ``release tune-model`` and :func:`release.relax.tune.tune_model` run when none is named
+DEFAULT_TUNER = "release+"
+
+
+def tuner_why(name: str) -> str:
+    """What the ``tuner`` line adds after the name of the tuner that runs: for ``release+`` (the default)
+    why it is the default and how to run the paper's tuner instead; for ``release`` that it is the paper's;
+    empty for the others."""
+    if name == DEFAULT_TUNER:
+        return (" (the default: the paper's ReleaseTuner, PPO search on an XGBoost cost model with adaptive "
+                "sampling, plus this project's search improvements; --tuner release for the paper's own)")
+    if name == "release":
+        return " (the paper's ReleaseTuner: Chameleon's PPO search and adaptive sampling)"
+    return ""
 
 
 def add_parser(subparsers) -> None:
@@ -26,7 +40,9 @@ def add_parser(subparsers) -> None:
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--workload", default="resnet18.conv2d.2", help="registered workload (see `release workloads`)")
     p.add_argument("--target", default="llvm", help="'llvm' (this CPU), 'cuda', a TVM tag, or a JSON dict")
-    p.add_argument("--tuner", default="random", help="random | grid | xgb | ga | ms-evolutionary | release | release+ | sa-as | rl")
+    p.add_argument("--tuner", default=DEFAULT_TUNER,
+                   help="release+ | release | rl | sa-as | xgb | ga | ms-evolutionary | random | grid (release+: the "
+                        "paper's ReleaseTuner with this project's search improvements; release: the paper's own)")
     p.add_argument("--n-trial", type=int, default=64, help="measured configs in total (resumed ones count)")
     p.add_argument("--early-stopping", type=int, default=None,
                    help="stop after this many trials without a new best (None: run all --n-trial)")
@@ -313,7 +329,8 @@ class TunePrinter(TuneRenderer):
         print(f"task     {task.name}: {task.flop / 1e9:.3f} GFLOP, target {task.target_json}, kernels timed on "
               f"{start.threads} threads" + (", weight pre-packed (layout-free)" if task.layout_free else ""))
         print(f"space    {len(space.spaces)} design spaces, {space.n_knobs} knobs, {space.size:.3g} configs")
-        print(f"tuner    {config.tuner}, {config.n_trial} trials, seed {config.seed}, log {start.log}"
+        print(f"tuner    {config.tuner}{tuner_why(config.tuner)}, {config.n_trial} trials, seed {config.seed}, "
+              f"log {start.log}"
               + _resuming(task, start.previous))
         if config.knowledge.folder is None:
             print(config.knowledge.off_line())

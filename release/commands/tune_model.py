@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import ReleaseError, TunerError, check_n_trial
 from ..zoo import MODEL_NAMES as ZOO_MODELS
 from .common import KnowledgeChoice, add_knowledge_args, add_measure_args, check_model_arg, check_tuner_name
+from .tune import DEFAULT_TUNER
 from .tune_model_render import TuneModelPrinter, TuneModelRenderer
 
 COMPARISONS = ("untuned", "torch", "ms")
@@ -31,7 +32,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", default="resnet18",
                    help=f"built-in model ({', '.join(ZOO_MODELS)}) or an .onnx file")
     p.add_argument("--target", default="llvm", help="'llvm' (this CPU) or a JSON dict")
-    p.add_argument("--tuner", default="random", help="tuner for every task (see `release tune --help`)")
+    p.add_argument("--tuner", default=DEFAULT_TUNER,
+                   help="tuner for every task (see `release tune --help`; release+: the paper's ReleaseTuner with this "
+                        "project's search improvements; release: the paper's own)")
     p.add_argument("--n-trial", type=int, default=2000, help="measured configs over all tasks")
     p.add_argument("--scheduler", default="gradient", choices=["gradient", "round-robin"], help="task scheduler")
     p.add_argument("--plan-size", type=int, default=None,
@@ -416,6 +419,7 @@ def run_tune_model(config: TuneModelConfig, renderer: TuneModelRenderer | None =
     from ..measure import check_log_cache_flush
 
     check_log_cache_flush(check_log_for_model(log, tasks, config.model), config.measure.cache_flush, log)
+    r.tuner(config.tuner, config.n_trial)
     r.log_file(log, os.path.exists(log) and bool(os.path.getsize(log)))
     chunk = M.default_chunk(option["builder"].n_parallel)
     covered = min(len(tasks), -(-config.n_trial // chunk))  # a last, partial chunk still reaches its task

@@ -19,6 +19,9 @@ class TuneModelRenderer:
     def extracted(self, model, tasks: list, seconds: float, layout: str) -> None:
         """``tasks`` extracted from ``model`` in ``seconds`` with the conv2d ``layout``."""
 
+    def tuner(self, name: str, n_trial: int) -> None:
+        """The tuner every task runs (``--tuner``) and the run's trial budget."""
+
     def log_file(self, log: str, resuming: bool) -> None:
         """The shared log; ``resuming`` when it holds records already."""
 
@@ -88,6 +91,11 @@ class TuneModelPrinter(TuneModelRenderer):
               + ("pre-packed (layout-free)" if any(t.layout_free for t in tasks) else "as written")
               + (f"; conv2d layout {layout} ({plural(sum('conv2d_NCHWc' in t.name for t in tasks), 'blocked conv2d task')})"
                  if layout != "NCHW" else ""))
+
+    def tuner(self, name: str, n_trial: int) -> None:
+        from .tune import tuner_why
+
+        print(f"tuner    {name}{tuner_why(name)}, {n_trial} trials over every task")
 
     def log_file(self, log: str, resuming: bool) -> None:
         print(f"log      {log}" + (" (resuming)" if resuming else ""))

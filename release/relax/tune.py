@@ -61,7 +61,7 @@ def default_chunk(n_parallel: int) -> int:
     return max(8, int(n_parallel) * 4)
 
 
-def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", scheduler: str = "gradient",
+def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "release+", scheduler: str = "gradient",
                measure_option: dict | None = None, chunk: int | None = None, seed: int = 0,
                progress: bool = True, tuner_kwargs: dict | None = None,
                callbacks: list | None = None, knowledge=None, defaults: bool = True) -> TuneModelResult:
@@ -77,7 +77,10 @@ def tune_model(tasks: list, n_trial: int, log: str, tuner: str = "random", sched
         JSON-lines log shared by all tasks, read once at start (records already there resume each
         task's session) and appended to after every measurement.
     tuner : str
-        Tuner name (``release.tuners.TUNERS``) used for every task.
+        Tuner name (``release.tuners.TUNERS``) used for every task. Default ``"release+"``: the paper's
+        ``ReleaseTuner`` (PPO search on an XGBoost cost model, adaptive sampling) with this project's
+        search improvements (:class:`release.tuners.release_tuner.ReleasePlusTuner`), as the CLI's
+        ``tune-model``; ``"release"`` for the paper's own (``"random"`` was the default before).
     scheduler : str
         ``"round-robin"`` or ``"gradient"`` (Ansor / MetaSchedule's gradient-based scheduler).
     chunk : int, optional
