@@ -1,5 +1,5 @@
 # Two entry points for a new user (see README.md):
-#   make run   -- set up .venv and tune the default workload (a ResNet-18 conv2d)
+#   make run   -- set up .venv and tune the default workload (a ResNet-18 conv2d) with the default tuner (release+)
 #   make test  -- set up .venv and run the test suite (all but @pytest.mark.slow; make test-slow runs those)
 #   make docker -- build the images release:cpu and release:cuda (docker/build.py; needs a Docker engine, not .venv)
 PYTHON ?= python3
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/release tune --workload resnet18.conv2d.2 --target llvm --tuner release --n-trial 96 --plan-size 32 --log runs/default.jsonl
+	$(VENV)/bin/release tune --workload resnet18.conv2d.2 --target llvm --n-trial 96 --plan-size 32 --log runs/default.jsonl
 
 # pytest's exit status 5 ("no tests collected") is not a failure: a selection may be empty
 test: $(STAMP)
