@@ -141,8 +141,11 @@ def knowledge_seeds(task, records, n: int, seed: int = 0, sources: list | None =
     and their traces carried over decision by decision (:meth:`release.space.KnobSpace.transplant`);
     the workloads take turns, nearest first (by the loop extents their tile decisions split,
     ``sum |log e_source - log e_task|``), so ``n`` seeds cover the best of many workloads rather than
-    many of one. Records of ``task`` itself (an earlier run) come first, as they are. Seeds that do
-    not replay on ``task`` (postprocessing rejects them) are dropped; duplicates are kept once.
+    many of one. Records of ``task`` itself (an earlier run) come first, as they are. On a GPU target a
+    carried config outside the task's limits (threads, shared memory per block: tiles sized for another
+    shape) is moved to the nearest config within them (:meth:`release.space.KnobSpace.nearest_feasible`,
+    on the knobs, no replay). Seeds that do not replay on ``task`` (postprocessing rejects them) are
+    dropped; duplicates are kept once.
 
     Parameters
     ----------
@@ -215,6 +218,10 @@ def knowledge_seeds(task, records, n: int, seed: int = 0, sources: list | None =
                 c = space.config_of_record(rec.config, rec.trace) if wl == task.key else space.transplant(rec.trace)
             except InvalidConfigError:
                 continue
+            if getattr(space, "constrained", False):  # a GPU target: carried into its limits before any replay
+                c = space.nearest_feasible(c)
+                if c is None:
+                    continue
             if c in seen:
                 continue
             seen.add(c)

@@ -32,11 +32,16 @@ logger = logging.getLogger(__name__)
 
 
 class _RoundScores:
-    """Per-round prediction cache and the record of every visited point (canonical configs)."""
+    """Per-round prediction cache and the record of every visited point (canonical configs).
+
+    On a space with limits (GPU targets, ``KnobSpace.feasible``) a config outside them scores below
+    every other config of its step (the agent learns to stay within them) and is never returned by
+    :meth:`top`, so the plan holds only configs within the limits."""
 
     def __init__(self, model, space):
         self.model, self.space = model, space
         self.cache: dict[bytes, float] = {}
+        self.outside: set[bytes] = set()  # configs outside the target's limits (GPU): never in the plan
         self.queries = 0
         self.predict_s = 0.0
 
@@ -53,6 +58,11 @@ class _RoundScores:
             for i, p in zip(missing, pred):
                 self.cache[keys[i]] = float(p)
         scores = np.array([self.cache[k] for k in keys], dtype=np.float64)
+        if self.space.constrained:  # outside the limits: the lowest score of the step, so the agent learns
+            ok = self.space.feasible(uniq)  # to stay within them; such configs never enter the plan
+            if not ok.all():
+                self.outside.update(k for k, good in zip(keys, ok) if not good)
+                scores = np.where(ok, scores, scores.min() - (np.ptp(scores) if len(scores) > 1 else 0.0) - 1e-9)
         return scores[np.asarray(inverse).reshape(-1)]
 
     def top(self, num: int, exclusive: set) -> list[tuple]:
@@ -61,6 +71,8 @@ class _RoundScores:
         items = sorted(self.cache.items(), key=lambda kv: -kv[1])
         out = []
         for key, _ in items:
+            if key in self.outside:
+                continue
             c = tuple(int(x) for x in np.frombuffer(key, dtype=np.int64, count=K))
             if c not in exclusive:
                 out.append(c)

@@ -123,7 +123,10 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
     # ------------------------------------------------------------------ moves
     def random_walk(self, points: np.ndarray) -> np.ndarray:
         """One move per row: one random movable knob set to a random *different* value
-        (AutoTVM ``random_walk``), then canonicalized.
+        (AutoTVM ``random_walk``), then canonicalized. On a space with limits (GPU targets:
+        ``KnobSpace.feasible``) a move outside them is redrawn up to :attr:`WALK_TRIES` times, then the
+        chain stays where it is, so the chains (started by ``KnobSpace.sample`` within the limits) and
+        every config they offer keep the limits.
 
         Parameters
         ----------
@@ -133,6 +136,21 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
         -------
         np.ndarray, int, shape (n, n_knobs)
         """
+        out = self._walk(points)
+        if self.space.constrained:  # a move outside the target's limits is redrawn, then refused (the chain stays)
+            bad = ~self.space.feasible(out)
+            for _ in range(self.WALK_TRIES - 1):
+                if not bad.any():
+                    break
+                out[bad] = self._walk(points[bad])
+                bad[bad] = ~self.space.feasible(out[bad])
+            out[bad] = points[bad]
+        return out
+
+    #: moves tried per chain and step on a space with limits (GPU targets) before the chain stays put
+    WALK_TRIES = 4
+
+    def _walk(self, points: np.ndarray) -> np.ndarray:
         n = len(points)
         spaces = points[:, self._space_pos] if self._space_pos is not None else np.zeros(n, dtype=np.int64)
         mask = self._movable[spaces]
@@ -183,6 +201,8 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
 
         def offer(cands: np.ndarray, cand_scores: np.ndarray) -> bool:
             changed = False
+            if self.space.constrained:  # only configs within the target's limits enter the plan
+                cand_scores = np.where(self.space.feasible(cands), cand_scores, -np.inf)
             for i in np.flatnonzero(cand_scores > heap[0][0]):
                 s = float(cand_scores[i])
                 if s <= heap[0][0]:

@@ -64,7 +64,9 @@ class AdaptiveSampler(Sampler):
         Seeds k-means (default 0, so ``XGBTuner(sampler="adaptive")`` is deterministic; None =
         nondeterministic).
     check_valid : bool
-        Check every picked config with ``space.is_valid`` (a replay, 4-15 ms each; default True).
+        Check every picked config with ``space.is_valid`` (a replay, 4-45 ms each; default True). On a
+        space with limits (GPU targets) a synthesized config outside them is replaced without a replay
+        (``KnobSpace.feasible``), whatever ``check_valid`` says.
 
     Attributes
     ----------
@@ -128,6 +130,8 @@ class AdaptiveSampler(Sampler):
 
     # ------------------------------------------------------------------ the Sampler protocol
     def _valid(self, space, c: tuple) -> bool:
+        if getattr(space, "constrained", False) and not space.feasible([c])[0]:
+            return False  # outside the target's limits (GPU): known on the knobs, no replay
         if not self.check_valid:
             return True
         if c not in self._valid_cache:

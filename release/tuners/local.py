@@ -131,6 +131,8 @@ class DropletSearch:
                 if n not in visited:
                     out[n] = None
         moves = list(out)
+        if self.space.constrained and moves:  # a GPU target: only moves within its limits (checked on the knobs)
+            moves = [m for m, ok in zip(moves, self.space.feasible(moves)) if ok]
         if self.score is not None and len(moves) > 1:
             scores = np.asarray(self.score(np.asarray(moves, dtype=np.int64)), dtype=np.float64)
             moves = [moves[i] for i in np.argsort(-scores, kind="stable")]
