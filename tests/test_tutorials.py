@@ -31,7 +31,7 @@ import pytest
 import release
 from conftest import release_here
 
-TUTORIALS = ["operator", "model", "remote-and-ray", "knowledge", "regal"]
+TUTORIALS = ["operator", "model", "deploy", "remote-and-ray", "knowledge", "regal"]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "tutorials"
 REPO = Path(release.__file__).resolve().parent.parent  # the checkout whose package this test imports
 LANGS = {"bash": "bash", "sh": "bash", "shell": "bash", "python": "python"}
