@@ -35,6 +35,7 @@ import os
 import time
 import uuid
 
+from ..callback import Callback
 from ..errors import TunerError
 from .cluster import ClusterError, _read_lines, connect, make_measure_option, merge_lines, shard_path
 
@@ -98,7 +99,7 @@ class TaskActor:
 
         if self.cbs is not None:
             return
-        self.cbs = self.tuner.begin([self.log], n, resume=True)  # resumes from the shard, on_start
+        self.cbs = self.tuner.begin([self.log, _PauseFile(self.shard)], n, resume=True)  # resumes from the shard
         self.opt = make_measure_option(self.measure_args, self.cpus)
         self.measurer = Measurer(self.task, self.opt)
         self.tuner.bind_measurer(self.measurer)
@@ -155,12 +156,38 @@ class TaskActor:
                 self.opt["builder"].close()
                 self.opt["runner"].close()
                 self.opt = None
-        for leftover in (self.shard + ".pid", self.shard + ".chunk"):
+        for leftover in (self.shard + ".pid", self.shard + ".chunk", self.shard + ".paused"):
             try:
                 os.remove(leftover)
             except OSError:
                 pass
         return self.state()
+
+
+class _PauseFile(Callback):
+    """Pauses the actor once at a known point: after a measurement, an actor that finds
+    ``<shard>.pause`` takes it (renames it ``<shard>.paused``, then writes its pid into it) and waits,
+    checking every 0.1 s, until ``<shard>.paused`` is removed. One actor takes one pause file (the
+    rename is atomic), so a restarted actor does not pause again. An operator or a test stops or kills
+    one task's worker mid-chunk without a race; without the file it costs one ``os.path.exists`` per
+    measurement."""
+
+    def __init__(self, shard: str):
+        self.shard = shard
+
+    def on_result(self, tuner, inputs, results) -> None:
+        flag, paused = self.shard + ".pause", self.shard + ".paused"
+        if not os.path.exists(flag):
+            return
+        try:
+            os.rename(flag, paused)
+        except OSError:  # another actor took it
+            return
+        with open(paused + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(paused + ".tmp", paused)
+        while os.path.exists(paused):
+            time.sleep(0.1)
 
 
 def _node_ip() -> str:
