@@ -23,6 +23,11 @@ One driver, called by ``benchmarks/cuda/run_device.sh`` step by step (each step 
     checked against the task's reference, then timed side by side with PyTorch's operator on the
     same GPU (``conv2d``: cuDNN, ``linear``: cuBLAS; strict FP32, TF32 shown apart), all kernels of
     a workload interleaved over ``--rounds`` -> ``OUT/retime.json``.
+``proposals``
+    No GPU needed: each tuner's first trials (``--trials``) on each workload through a measurer that
+    replays and checks every config as the real one does but builds and runs nothing (stand-in costs):
+    the share of proposals MetaSchedule's verifier accepts and the wall time spent proposing per trial
+    -> ``OUT/proposals.json``; with ``--seed-log``, the transfer-tuning seeds those logs give each workload.
 ``model``
     Optional (``RELEASE_CUDA_MODEL=1``): a short ``tune-model`` of ResNet-18 on CUDA, compiled
     with ``compile_relax``, checked and timed on the GPU against PyTorch CUDA eager ->
@@ -330,6 +335,186 @@ def cmd_dry_run(args) -> int:
     write_json(path, res)
     log(f"dry-run {'passed' if ok else 'FAILED'}: {path}")
     return 0 if ok else 1
+
+
+# ------------------------------------------------------------------------------------ proposals
+class DryMeasurer:
+    """A measurer for a machine without the target's device: every config is replayed and checked by
+    the task's knob space exactly as :class:`release.measure.Measurer` does (``KnobSpace.apply``: the
+    limits checked on the knobs, then MetaSchedule's replay and postprocessors), nothing is built or
+    run, and a valid config gets a stand-in cost.
+
+    The stand-in cost (seconds) is a deterministic hash of the config (``1e-4 * (1 + crc32 % 1000 /
+    1000)``), so the tuners' cost models fit and plan as they would, on made-up numbers: what it measures
+    is the proposing and checking, never kernel quality.
+
+    Attributes
+    ----------
+    batch_size : int
+    replay_s, refused_s : float
+        Seconds in ``apply`` for all configs, and for the refused ones only.
+    asked, refused, prechecked : int
+        Configs handed in, refused (by the limits or the postprocessors), refused by the limits alone.
+    """
+
+    def __init__(self, task, batch_size: int = 32):
+        self.task, self.batch_size = task, int(batch_size)
+        self.replay_s = self.refused_s = 0.0
+        self.asked = self.refused = self.prechecked = 0
+        self.configs: list[tuple] = []
+        self.stats: dict = {}
+
+    def measure(self, configs, on_result=None):
+        import zlib
+
+        from release.errors import InvalidConfigError
+        from release.measure.measure import ErrorKind, MeasureResult
+
+        space = self.task.config_space
+        out = []
+        for c in configs:
+            c = space.canonical(c)
+            self.asked += 1
+            self.configs.append(c)
+            r = MeasureResult(config=c).stamp(self.task)
+            before = getattr(space, "prechecked", 0)
+            t0 = time.perf_counter()
+            try:
+                space.apply(c)
+                cost = 1e-4 * (1.0 + (zlib.crc32(repr(c).encode()) % 1000) / 1000.0)
+                r.costs = [cost]
+                ok = True
+            except InvalidConfigError as err:
+                r.error_kind, r.error_msg = ErrorKind.INVALID, err.reason
+                ok = False
+            dt = time.perf_counter() - t0
+            self.replay_s += dt
+            if not ok:
+                self.refused += 1
+                self.refused_s += dt
+                self.prechecked += getattr(space, "prechecked", 0) - before
+            r.measure_s = dt
+            r.timestamp = time.time()
+            if on_result is not None:
+                on_result(r)
+            out.append(r)
+        return out
+
+    def close(self):
+        pass
+
+
+def verifier_accepts(space, config) -> bool:
+    """Whether MetaSchedule's replay and postprocessors alone accept ``config`` (no check on the knobs
+    first; on a release without that check, ``is_valid`` is already the verifier alone)."""
+    try:
+        return bool(space.is_valid(config, precheck=False)[0])
+    except TypeError:
+        return bool(space.is_valid(config)[0])
+
+
+def proposal_figures(task, tname: str, seed: int = 0, plan_size: int = 32, trials: int = 64,
+                     batch: int = 32, max_rejected: int = 1000, ms_population: int = 64) -> dict:
+    """One tuner's first ``trials`` trials on ``task`` through :class:`DryMeasurer`: how many configs
+    it proposed, how many MetaSchedule's verifier accepts, and the wall time spent proposing.
+
+    Returns
+    -------
+    dict
+        ``proposed`` (configs handed to the measurer), ``accepted`` (of them, accepted by the verifier
+        alone), ``valid_share``, ``measured`` (trials), ``refused`` / ``prechecked`` (refused in all / by
+        the limits on the knobs, without a replay), ``search_s`` and ``fit_s`` (the session's), ``refused_s``
+        (seconds replaying refused configs), ``propose_s`` (search + fit + refused replays),
+        ``propose_s_per_trial``, ``wall_s``, ``stop_reason``, ``rounds``.
+    """
+    from release.tuners import get_tuner
+
+    kw = {} if tname in NO_PLAN else {"plan_size": plan_size}
+    if tname == "ms-evolutionary":
+        kw["population_size"] = ms_population
+    tuner = get_tuner(tname, task, seed=seed, **kw)
+    m = DryMeasurer(task, batch)
+    t0 = time.perf_counter()
+    error = ""
+    try:
+        tuner.session.run(m, trials, max_rejected=max_rejected)
+    except Exception as err:  # noqa: BLE001 - recorded (a TunerError when nothing valid was found)
+        error = f"{type(err).__name__}: {err}"[:300]
+    wall = time.perf_counter() - t0
+    ses = tuner.session
+    accepted = sum(verifier_accepts(task.config_space, c) for c in m.configs)
+    propose = ses.time_search + ses.time_fit + m.refused_s
+    return {"tuner": tname, "proposed": m.asked, "accepted": int(accepted),
+            "valid_share": round(accepted / m.asked, 4) if m.asked else None,
+            "measured": ses.trials, "refused": m.refused, "prechecked": m.prechecked,
+            "search_s": round(ses.time_search, 3), "fit_s": round(ses.time_fit, 3),
+            "refused_s": round(m.refused_s, 3), "replay_s": round(m.replay_s, 3),
+            "propose_s": round(propose, 3),
+            "propose_s_per_trial": round(propose / ses.trials, 4) if ses.trials else None,
+            "wall_s": round(wall, 2), "stop_reason": ses.stop_reason, "rounds": int(tuner.rounds),
+            "error": error}
+
+
+def seed_figures(task, records, n: int = 16) -> dict:
+    """Transfer-tuning seeds (``knowledge_seeds``) of ``task`` from ``records`` of other workloads:
+    how many configs were carried over and how many the verifier alone accepts."""
+    from release.knowledge.use import knowledge_seeds
+
+    t0 = time.perf_counter()
+    seeds = knowledge_seeds(task, records, n)
+    dt = time.perf_counter() - t0
+    acc = sum(verifier_accepts(task.config_space, c) for c in seeds)
+    return {"seeds": len(seeds), "accepted": int(acc), "seconds": round(dt, 2)}
+
+
+def cmd_proposals(args) -> int:
+    """Each tuner's first trials on each workload through :class:`DryMeasurer` -> ``OUT/proposals.json``."""
+    from release.task import create_task
+
+    path = os.path.join(args.out, "proposals.json")
+    res = {"target": args.target, "trials": args.trials, "plan_size": args.plan_size, "batch": args.batch,
+           "seed": args.seed, "git": _git_rev(), "host": platform.node(), "cpu": _cpu_name(),
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "workloads": {}}
+    records = None
+    if args.seed_log:
+        from release.measure.records import load_records
+
+        records = [r for f in args.seed_log for r in load_records(f)]
+    for wname in args.workloads:
+        t0 = time.perf_counter()
+        task = create_task(wname, args.target)
+        task.config_space  # noqa: B018
+        w = res["workloads"][wname] = {"task_s": round(time.perf_counter() - t0, 1), "tuners": {}}
+        for tname in args.tuners:
+            r = proposal_figures(task, tname, seed=args.seed, plan_size=args.plan_size, trials=args.trials,
+                                 batch=args.batch, max_rejected=args.max_rejected, ms_population=args.ms_population)
+            w["tuners"][tname] = r
+            log(f"proposals {wname} {tname}: {r}")
+            write_json(path, res)
+        if records is not None:
+            mine = [r for r in records if r.task != task.key]
+            w["seeds"] = seed_figures(task, mine, args.n_seeds)
+            log(f"proposals {wname} seeds: {w['seeds']}")
+        write_json(path, res)
+    return 0
+
+
+def _git_rev() -> str:
+    try:
+        return _cmd(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).strip()
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
 
 
 # ------------------------------------------------------------------------------------------ tune
@@ -730,6 +915,16 @@ def main(argv=None) -> int:
     common(q)
     q.add_argument("--rounds", type=int, default=5)
     q.add_argument("--torch-number", type=int, default=100)
+    q = sub.add_parser("proposals")
+    common(q)
+    q.add_argument("--trials", type=int, default=64, help="trials (valid configs) per tuner")
+    q.add_argument("--plan-size", type=int, default=32)
+    q.add_argument("--batch", type=int, default=32, help="configs per measured batch (the build pool's size)")
+    q.add_argument("--max-rejected", type=int, default=1000)
+    q.add_argument("--ms-population", type=int, default=64)
+    q.add_argument("--seed-log", nargs="*", default=None,
+                   help="tuning logs whose records seed the workloads (transfer-tuning, other workloads' records)")
+    q.add_argument("--n-seeds", type=int, default=16)
     sub.add_parser("libdirs")
     q = sub.add_parser("model")
     common(q)
@@ -742,7 +937,7 @@ def main(argv=None) -> int:
     args.logs = args.logs or os.path.join(args.out, "work", "logs")
     os.makedirs(args.out, exist_ok=True)
     return {"env": cmd_env, "dry-run": cmd_dry_run, "tune": cmd_tune, "retime": cmd_retime,
-            "model": cmd_model}[args.cmd](args)
+            "model": cmd_model, "proposals": cmd_proposals}[args.cmd](args)
 
 
 if __name__ == "__main__":
