@@ -22,8 +22,8 @@ from release.measure import load_records
 from release.target import machine_of
 from release.task import create_task
 
-LOGS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "logs"
-SOURCES = [LOGS / "resnet18.conv2d.9.xgb.s1.jsonl", LOGS / "resnet18.conv2d.2.ga.s0.jsonl"]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "knowledge"  # records cut from committed logs
+SOURCES = [FIXTURES / "resnet18.conv2d.9.xgb.s1.first40.jsonl", FIXTURES / "resnet18.conv2d.2.random.s0.first20.jsonl"]
 
 
 def _as(rec, mcpu: str, machine: str = ""):
@@ -36,9 +36,9 @@ def _as(rec, mcpu: str, machine: str = ""):
 def records():
     out = []
     for path in SOURCES:
-        recs = load_records(path)[:60]
+        recs = load_records(path)
         out += recs
-        out += [_as(r, "znver4", "AMD EPYC 9R14") for r in recs[:40]]  # another CPU model of the class
+        out += [_as(r, "znver4", "AMD EPYC 9R14") for r in recs[:16]]  # another CPU model of the class
         out += [_as(r, "haswell") for r in recs[:10]]  # AVX2: another ISA class
         out += [dataclasses.replace(r, costs=[], error_kind="run_error", trace=[r.trace[0], r.trace[1] + [[1, 1]]])
                 for r in recs[:8]]  # failed measurements: never a best record

@@ -1,8 +1,10 @@
 """Knowledge base: dedup, concurrent and killed writers, target filtering,
 corrupt and versioned shards, MetaSchedule database import, and the ``release knowledge`` CLI.
 
-Real data: committed tuning logs under benchmarks/results/logs/. Only the MetaSchedule import test
-builds a TVM task (to have TVM itself write the JSONDatabase).
+Real data: records cut from committed tuning logs (tests/fixtures/knowledge/, re-made by its
+make_fixtures.py); tests that need more records than a fixture holds make distinct copies of them
+(:func:`_copies`). Only the MetaSchedule import test builds a TVM task (to have TVM itself write the
+JSONDatabase).
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import logging
 import multiprocessing as mp
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -22,16 +23,26 @@ from release.cli import main
 from release.knowledge import KnowledgeBase, KnowledgeError, knowledge_dir, read_ms_database, record_identity
 from release.measure.records import Record, load_records
 
-LOGS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "logs"
-XGB = LOGS / "resnet18.conv2d.9.xgb.s1.jsonl"  # 512 distinct records
-RANDOM = LOGS / "resnet18.conv2d.2.random.s0.jsonl"  # 256 records of another workload
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "knowledge"
+XGB = FIXTURES / "resnet18.conv2d.9.xgb.s1.first40.jsonl"  # 40 distinct records, all measured
+RANDOM = FIXTURES / "resnet18.conv2d.2.random.s0.first20.jsonl"  # 20 records of another workload
 
 
 @pytest.fixture(scope="module")
 def xgb_records() -> list[Record]:
     recs = load_records(XGB)
-    assert len(recs) == 512
+    assert len(recs) == 40 and all(r.ok for r in recs)
     return recs
+
+
+def _copies(recs: list[Record], n: int) -> list[Record]:
+    """``n`` distinct records: ``recs`` in turn, the k-th pass's copies with one more (unused) decision in
+    their trace, so each pass is new to the base's dedup (:func:`record_identity` hashes the trace)."""
+    out = []
+    for i in range(n):
+        r, k = recs[i % len(recs)], i // len(recs)
+        out.append(r if k == 0 else dataclasses.replace(r, trace=[r.trace[0], r.trace[1] + [[-1, k]]]))
+    return out
 
 
 def _other_target(rec: Record, mcpu: str) -> Record:
@@ -43,20 +54,20 @@ def _other_target(rec: Record, mcpu: str) -> Record:
 # ---------------------------------------------------------------- dedup and reading
 def test_dedup_across_two_adds_and_two_writers(tmp_path, xgb_records):
     kb = KnowledgeBase(tmp_path)
-    assert kb.add_log(XGB) == 512
+    assert kb.add_log(XGB) == 40
     assert kb.add_log(XGB) == 0  # already held: nothing written
-    assert KnowledgeBase(tmp_path).add(xgb_records[:50]) == 0  # a new writer reads what is there first
+    assert KnowledgeBase(tmp_path).add(xgb_records[:20]) == 0  # a new writer reads what is there first
     # duplicates that reach disk anyway (two writers that started before either wrote) are dropped on read
     kb2 = KnowledgeBase(tmp_path)
     kb2._known = set()  # as if it had read an empty base
-    assert kb2.add(xgb_records[:100]) == 100
+    assert kb2.add(xgb_records[:30]) == 30
     assert len(kb.shards()) == 2
     recs = KnowledgeBase(tmp_path).records()
-    assert len(recs) == 512
+    assert len(recs) == 40
     assert [r.trace for r in recs] == [r.trace for r in xgb_records]  # first copy, in order
     kb3 = KnowledgeBase(tmp_path)
     kb3.records()
-    assert kb3.stats["duplicates"] == 100 and kb3.stats["lines"] == 612
+    assert kb3.stats["duplicates"] == 30 and kb3.stats["lines"] == 70
 
 
 def test_identity_ignores_bool_spelling_and_target_key_order(xgb_records):
@@ -75,10 +86,10 @@ def test_records_filters_workload(tmp_path, xgb_records):
     kb = KnowledgeBase(tmp_path)
     kb.add_log(XGB)
     kb.add_log(RANDOM)
-    assert len(kb.records()) == 768
-    assert len(kb.records(workload="resnet18.conv2d.2")) == 256
-    assert len(kb.records(workload=xgb_records[0].task)) == 512
-    assert len(kb.records(workload=xgb_records[0].task.split("/")[1])) == 512
+    assert len(kb.records()) == 60
+    assert len(kb.records(workload="resnet18.conv2d.2")) == 20
+    assert len(kb.records(workload=xgb_records[0].task)) == 40
+    assert len(kb.records(workload=xgb_records[0].task.split("/")[1])) == 40
 
 
 def test_summary_rows(tmp_path, xgb_records):
@@ -86,7 +97,7 @@ def test_summary_rows(tmp_path, xgb_records):
     kb.add(xgb_records)
     (row,) = kb.summary()
     ok = [r for r in xgb_records if r.ok]
-    assert row["records"] == 512 and row["ok"] == len(ok)
+    assert row["records"] == 40 and row["ok"] == len(ok)
     assert row["best_gflops"] == pytest.approx(max(r.gflops for r in ok))
     assert row["best_ms"] == pytest.approx(min(r.mean_cost for r in ok) * 1e3)
     assert row["target"] == "llvm x86_64 avx512" and row["tuners"] == ["xgb"]
@@ -96,29 +107,29 @@ def test_summary_rows(tmp_path, xgb_records):
 # ---------------------------------------------------------------- targets
 def test_other_target_filtered_with_one_line(tmp_path, xgb_records, caplog):
     kb = KnowledgeBase(tmp_path)
-    kb.add(xgb_records[:100])
-    kb.add([_other_target(r, "haswell") for r in xgb_records[:30]])  # AVX2 records of the same workload
+    kb.add(xgb_records[:24])
+    kb.add([_other_target(r, "haswell") for r in xgb_records[:10]])  # AVX2 records of the same workload
     cuda = [dataclasses.replace(r, target=json.dumps({"arch": "sm_90", "kind": "cuda"})) for r in xgb_records[:7]]
     kb.add(cuda)
-    assert len(kb.records()) == 137
+    assert len(kb.records()) == 41
     target = xgb_records[0].target
     with caplog.at_level(logging.WARNING, logger="release.knowledge"):
         caplog.clear()
         got = kb.records(target_kind=target)
-    assert len(got) == 100 and all(r.target == target for r in got)
+    assert len(got) == 24 and all(r.target == target for r in got)
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1, lines
-    assert "left out 37 record(s) of other ISA classes" in lines[0]
-    assert "30 on llvm x86_64 avx2" in lines[0] and "7 on cuda sm_90" in lines[0]
+    assert "left out 17 record(s) of other ISA classes" in lines[0]
+    assert "10 on llvm x86_64 avx2" in lines[0] and "7 on cuda sm_90" in lines[0]
     # another CPU model of the same ISA class (a Zen 4 beside the Xeon's records) is not left out
-    kb.add([_other_target(r, "znver4") for r in xgb_records[100:120]])
+    kb.add([_other_target(r, "znver4") for r in xgb_records[24:32]])
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="release.knowledge"):
         got = kb.records(target_kind=target)
-    assert len(got) == 120 and "left out 37 record(s)" in caplog.records[-1].getMessage()
+    assert len(got) == 32 and "left out 17 record(s)" in caplog.records[-1].getMessage()
     caplog.clear()
     assert len(kb.records(target_kind="cuda")) == 7
-    assert "left out 150" in caplog.records[-1].getMessage()
+    assert "left out 42" in caplog.records[-1].getMessage()
 
 
 # ---------------------------------------------------------------- concurrency and crashes
@@ -133,7 +144,8 @@ def _writer(path, recs, one_by_one, counter=None):
 
 def test_two_concurrent_writer_processes_lose_nothing(tmp_path, xgb_records):
     ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=_writer, args=(str(tmp_path), xgb_records[k * 200:(k + 1) * 200], True))
+    many = _copies(xgb_records, 400)
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), many[k * 200:(k + 1) * 200], True))
              for k in range(2)]
     for p in procs:
         p.start()
@@ -144,10 +156,10 @@ def test_two_concurrent_writer_processes_lose_nothing(tmp_path, xgb_records):
     got = kb.records()
     assert len(kb.shards()) == 2
     assert len(got) == 400 and kb.stats["bad_lines"] == 0
-    assert {record_identity(r) for r in got} == {record_identity(r) for r in xgb_records[:400]}
+    assert {record_identity(r) for r in got} == {record_identity(r) for r in many}
 
 
-def _endless_writer(path, recs, counter):
+def _endless_writer(path, recs, counter, three_done):
     kb = KnowledgeBase(path)
     kb._known = set()
     i = 0
@@ -160,16 +172,16 @@ def _endless_writer(path, recs, counter):
         i += 1
         with counter.get_lock():
             counter.value = i
+        if i == 3:
+            three_done.set()
 
 
 def test_writer_killed_mid_write_loses_nothing_written(tmp_path, xgb_records, caplog):
     ctx = mp.get_context("fork")
-    counter = ctx.Value("i", 0)
-    p = ctx.Process(target=_endless_writer, args=(str(tmp_path), xgb_records[:64], counter))
+    counter, three_done = ctx.Value("i", 0), ctx.Event()
+    p = ctx.Process(target=_endless_writer, args=(str(tmp_path), _copies(xgb_records, 64), counter, three_done))
     p.start()
-    deadline = time.time() + 600  # a hang guard only
-    while counter.value < 3 and time.time() < deadline:
-        time.sleep(0.01)
+    assert three_done.wait(600), "the writer never finished 3 batches"  # an event; the timeout a hang guard only
     done = counter.value
     os.kill(p.pid, signal.SIGKILL)
     p.join(120)  # a hang guard only: SIGKILL ends it
@@ -302,20 +314,20 @@ def test_cli_add_and_show(tmp_path, capsys, xgb_records):
     kdir = str(tmp_path / "kb")
     assert main(["knowledge", "add", str(XGB), str(RANDOM), "--dir", kdir]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{XGB}: 512 new of 512 record(s)"
-    assert out[1] == f"{RANDOM}: 256 new of 256 record(s)"
-    assert out[2].startswith(f"knowledge base {kdir}: added 768 record(s) to ")
+    assert out[0] == f"{XGB}: 40 new of 40 record(s)"
+    assert out[1] == f"{RANDOM}: 20 new of 20 record(s)"
+    assert out[2].startswith(f"knowledge base {kdir}: added 60 record(s) to ")
     assert main(["knowledge", "--dir", kdir, "add", str(XGB)]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == f"{XGB}: 0 new of 512 record(s)"
+    assert capsys.readouterr().out.splitlines()[0] == f"{XGB}: 0 new of 40 record(s)"
 
     assert main(["knowledge", "--dir", kdir, "show"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == (f"knowledge base {kdir}: 768 records in 1 shard(s) (0 duplicates dropped, "
+    assert out[0] == (f"knowledge base {kdir}: 60 records in 1 shard(s) (0 duplicates dropped, "
                       "0 unreadable lines skipped)")
     assert out[1].split() == ["ISA", "class", "machine", "workload", "records", "ok", "best", "ms", "best", "GFLOPS",
                               "tuners"]
     row = out[3].split()
-    assert row[:7] == ["llvm", "x86_64", "avx512", "emeraldrapids/2c", "resnet18.conv2d.9", "512", "512"]
+    assert row[:7] == ["llvm", "x86_64", "avx512", "emeraldrapids/2c", "resnet18.conv2d.9", "40", "40"]
     best = max(r.gflops for r in xgb_records)
     assert float(row[8]) == pytest.approx(best, abs=0.006) and row[9] == "xgb"
     assert out[2].split()[4] == "resnet18.conv2d.2"
@@ -368,7 +380,7 @@ def test_workload_name_finds_metaschedule_records_of_it(tmp_path, xgb_records):
     rec = xgb_records[0]
     digest = rec.task.split("/")[1]
     ms = [dataclasses.replace(r, task=f"task-{digest[:8]}/{digest}", name=f"task-{digest[:8]}", tuner="ms-database",
-                              config=[], flop=0.0) for r in xgb_records[100:110]]
+                              config=[], flop=0.0) for r in xgb_records[30:40]]
     kb = KnowledgeBase(tmp_path)
     kb.add(ms)
     kb.add(xgb_records[:5])
@@ -399,7 +411,8 @@ def test_threads_of_one_writer_share_its_shard_and_lose_nothing(tmp_path, xgb_re
     import threading
 
     kb = KnowledgeBase(tmp_path)
-    threads = [threading.Thread(target=lambda k=k: [kb.add([r]) for r in xgb_records[k * 50:(k + 1) * 50]])
+    many = _copies(xgb_records, 200)
+    threads = [threading.Thread(target=lambda k=k: [kb.add([r]) for r in many[k * 50:(k + 1) * 50]])
                for k in range(4)]
     for t in threads:
         t.start()
@@ -407,7 +420,7 @@ def test_threads_of_one_writer_share_its_shard_and_lose_nothing(tmp_path, xgb_re
         t.join()
     assert len(kb.shards()) == 1
     got = KnowledgeBase(tmp_path).records()
-    assert len(got) == 200 and {record_identity(r) for r in got} == {record_identity(r) for r in xgb_records[:200]}
+    assert len(got) == 200 and {record_identity(r) for r in got} == {record_identity(r) for r in many}
 
 
 def test_add_refuses_a_base_it_cannot_read(tmp_path, xgb_records):
