@@ -216,7 +216,11 @@ def test_metaschedule_builder_and_runner_are_accepted(matmul_task):
     assert isinstance(opt["builder"], MetaScheduleBuilder) and isinstance(opt["runner"], MetaScheduleRunner)
     sp = matmul_task.config_space
     res = Measurer(matmul_task, opt).measure([sp.get(0), sp.get(1)])
-    assert [r.ok for r in res] == [True, True] and all(r.mean_cost > 0 for r in res)
+    assert [r.ok for r in res] == [True, True]
+    assert [r.config for r in res] == [sp.canonical(sp.get(0)), sp.canonical(sp.get(1))]
+    # one timed run each (EvaluatorConfig repeat=1), its cost the record's: seconds, not any positive number
+    assert all(len(r.costs) == 1 and r.mean_cost == r.costs[0] and 0 < r.costs[0] < r.run_s for r in res), res
+    assert all(r.trace is not None for r in res)  # MetaSchedule's records need the schedule's trace
 
 
 def test_measured_runner_reports_each_batch_as_it_returns_and_passes_its_futures_on(matmul_task):

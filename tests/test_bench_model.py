@@ -113,17 +113,21 @@ def test_model_smoke_tier_end_to_end(tmp_path):
     assert m["tasks"] >= 2 and res["threads"] == res["machine"]["cores"]
     curve = m["runs"]["random|0"]
     assert [p["trials"] for p in curve] == [4, 8], curve
-    assert all(p["latency_ms"] > 0 and p["max_abs_err"] < 1e-3 and p["threads"] == res["threads"] for p in curve)
+    # each checkpoint's latency is the fastest of its timed runs, so at most their median (a value that
+    # could be wrong: a mean or a median reported as the fastest), and the compiled model is right
+    assert all(0 < p["latency_ms"] <= p["median_ms"] and p["max_abs_err"] < 1e-3 and p["threads"] == res["threads"]
+               for p in curve), curve
     assert 0 < curve[0]["wall_s"] <= curve[1]["wall_s"]
     assert len(open(out / "logs" / "tiny-cnn.random.s0.jsonl").readlines()) == 8
     refs = m["references"]
-    assert refs["eager"]["latency_ms"] > 0 and isinstance(refs["eager"]["reliable"], bool)
-    assert refs["eager"]["reliable"] or refs["eager"]["note"]  # a flagged reference says why
+    assert 0 < refs["eager"]["latency_ms"] <= refs["eager"]["median_ms"]
+    # whether a reference's timing is reliable depends on the machine's load: either way, a flagged one says why
+    assert refs["eager"]["reliable"] is True or (refs["eager"]["reliable"] is False and refs["eager"]["note"])
     assert "latency_ms" in refs["onnxruntime"] or "onnxruntime" in refs["onnxruntime"]["error"]
-    assert refs["untuned"]["latency_ms"] > 0
+    assert 0 < refs["untuned"]["latency_ms"] <= refs["untuned"]["median_ms"]
     table = open(out / "table.md").read()
     assert "release bench --tier model-smoke --out" in table and "## tiny-cnn" in table
-    assert os.path.getsize(out / "curves.png") > 0
+    assert open(out / "curves.png", "rb").read(8) == b"\x89PNG\r\n\x1a\n"  # a PNG, not any non-empty file
     res2 = smoke(out, "--tuners", "random")  # resume: nothing measured again, checkpoints from checkpoints.json
     assert len(open(out / "logs" / "tiny-cnn.random.s0.jsonl").readlines()) == 8
     assert res2["models"]["tiny-cnn"]["runs"] == m["runs"]
@@ -137,7 +141,8 @@ def test_model_smoke_tier_with_metaschedule(tmp_path):
     res = smoke(tmp_path / "smoke")
     m = res["models"]["tiny-cnn"]
     ms = m["runs"]["ms|0"]
-    assert len(ms) == 2 and all(p["trials"] > 0 and p["max_abs_err"] < 1e-3 for p in ms), ms
+    assert len(ms) == 2 and all(p["max_abs_err"] < 1e-3 for p in ms), ms
+    assert 1 <= ms[0]["trials"] <= ms[-1]["trials"], ms  # the database's first records, then the run's end
     assert ms[-1]["trials"] >= 8  # the end of the run (its last batch may overshoot)
     assert ms[0]["wall_s"] <= ms[-1]["wall_s"]
     assert m["ratios"]["random"]["ms"]["b_wall_s"] == ms[-1]["wall_s"]

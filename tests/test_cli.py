@@ -327,14 +327,46 @@ def test_ctrl_c_during_worker_start_up_prints_one_line(tmp_path):
             pass
         time.sleep(0.02)
     assert workers, "no build worker started"
+    exits = _exit_events([w.pid for w in workers])  # opened while they run: each becomes readable at its exit
     os.killpg(proc.pid, signal.SIGINT)  # the workers are still starting (importing TVM takes seconds)
     # the timeout is a hang guard only: an exit that waited for the run would end by it, but how
     # many seconds a prompt exit takes is up to the machine's load
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, out + err
     assert err.strip().splitlines() == ["release: interrupted"], err
-    time.sleep(1)
-    assert not [w.pid for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+    # every worker's exit is an event (its pidfd turns readable, reaped or not): waited for, not slept on;
+    # the timeout is a hang guard only (a worker left running fails the test after it)
+    assert _wait_exits(exits, timeout=120) == [], "build workers left running"
+
+
+def _exit_events(pids: list) -> dict:
+    """``{pidfd: pid}`` for each process of ``pids`` still running (Linux ``pidfd_open``): a pidfd becomes
+    readable when its process exits, whoever reaps it; a pid already gone has none."""
+    fds = {}
+    for pid in pids:
+        try:
+            fds[os.pidfd_open(pid)] = pid
+        except ProcessLookupError:
+            pass
+    return fds
+
+
+def _wait_exits(fds: dict, timeout: float) -> list:
+    """Wait until every pidfd of ``fds`` (:func:`_exit_events`) is readable; returns the pids of those that
+    were not within ``timeout`` seconds (a hang guard), and closes the pidfds."""
+    import select
+
+    poller, left = select.poll(), dict(fds)
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    deadline = time.monotonic() + timeout
+    while left and time.monotonic() < deadline:
+        for fd, _ in poller.poll(max(1, int(1000 * (deadline - time.monotonic())))):
+            poller.unregister(fd)
+            left.pop(fd, None)
+    for fd in fds:
+        os.close(fd)
+    return sorted(left.values())
 
 
 def test_help_gives_every_option_a_text_and_each_default_once():

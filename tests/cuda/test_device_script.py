@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -140,12 +139,11 @@ def test_run_seconds_ends_a_tuning_run_through_tune_callbacks(tmp_path):
     from release.measure import load_records
 
     base = _driver_args(tmp_path, ["random"])
-    t0 = time.time()
     assert device_bench.main(["tune", *base, "--trials", "12", "--plan-size", "3", "--run-seconds", "0",
                               "--grace", "600"]) == 0
     r = json.load(open(tmp_path / "out" / "tune.json"))["runs"]["tiny.matmul.1|random"]
-    assert r["stopped_by"] == "time cap 0 s", r
-    assert 1 <= r["trials"] <= 3 and time.time() - t0 < 300  # one round at most, not 12 trials
+    assert r["stopped_by"] == "time cap 0 s", r  # the cap, not the budget nor the watchdog, ended it
+    assert 1 <= r["trials"] <= 3  # one round (plan size 3) at most, not 12 trials: a count, whatever the load
     assert len(load_records(str(tmp_path / "logs" / "tiny.matmul.1.random.s0.jsonl"))) == r["trials"]
 
 
@@ -186,8 +184,11 @@ def test_tune_resume_and_retime_steps_run_on_the_cpu(tmp_path):
     for t in ("random", "xgb"):
         r = runs[f"tiny.matmul.1|{t}"]
         assert (r["trials"], r["ok"], r["stopped_by"]) == (6, 6, "budget"), r
-        assert r["best_gflops"] > 0 and r["best_ms"] > 0
-        assert len([x for x in load_records(str(tmp_path / "logs" / f"tiny.matmul.1.{t}.s0.jsonl")) if x.ok]) == 6
+        ok = [x for x in load_records(str(tmp_path / "logs" / f"tiny.matmul.1.{t}.s0.jsonl")) if x.ok]
+        assert len(ok) == 6
+        best = min(ok, key=lambda x: x.mean_cost)  # the summary is the log's best record, not any positive number
+        assert r["best_ms"] == pytest.approx(best.mean_cost * 1e3)
+        assert r["best_gflops"] == pytest.approx(2 * 64**3 / best.mean_cost / 1e9)  # a 64x64x64 matmul's FLOPs
     before = os.path.getmtime(tmp_path / "logs" / "tiny.matmul.1.xgb.s0.jsonl")
     assert device_bench.main(["tune", *base, "--trials", "6", "--plan-size", "3"]) == 0  # resumed: all done
     assert os.path.getmtime(tmp_path / "logs" / "tiny.matmul.1.xgb.s0.jsonl") == before
@@ -195,7 +196,8 @@ def test_tune_resume_and_retime_steps_run_on_the_cpu(tmp_path):
     k = json.load(open(tmp_path / "out" / "retime.json"))["workloads"]["tiny.matmul.1"]["kernels"]
     for name in ("random", "xgb", "torch"):
         assert k[name]["correct"] and k[name]["max_abs_err"] < 1e-3, k[name]
-        assert len(k[name]["ms_per_round"]) == 2 and k[name]["median_ms"] > 0
+        assert len(k[name]["ms_per_round"]) == 2 and k[name]["median_ms"] == pytest.approx(
+            float(np.median(k[name]["ms_per_round"])))
     assert k["torch"]["speedup_vs_torch_fp32"] == 1.0
 
 
