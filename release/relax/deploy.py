@@ -1,11 +1,14 @@
 """Deployment: an exported model library loaded without TVM's load-time warnings.
 
 ``release tune-model`` exports the chosen build with ``export_library`` as ``<log without .jsonl>.so``;
-:func:`load_library` loads it as ``tvm.runtime.load_module`` does. TVM 0.27's runtime logs one
-``executable.cc: Warning: Scope Loaded:`` line to file descriptor 2 per constant of the Relax
-executable it deserializes (the weights folded into the library: 4 lines for ``tiny-cnn``, a dozen
-and more for a real model), a leftover that says nothing to act on; :func:`load_library` keeps those
-lines off the terminal and passes anything else TVM prints through.
+:func:`load_library` loads it as ``tvm.runtime.load_module`` does. Where the lines come from: a Relax
+executable that has run in a ``VirtualMachine`` (``tune-model`` times both builds before it exports
+the faster) holds its constants (the weights folded into it) with a memory scope set, and TVM 0.27's
+runtime then logs one ``executable.cc: Warning: Scope Saving:`` line per constant to file descriptor
+2 when it is exported and one ``Scope Loaded:`` line per constant each time the library is loaded
+(4 for ``tiny-cnn``, a dozen and more for a real model): debugging output that says nothing to act
+on. :func:`load_library` keeps the load-time lines off the terminal and passes anything else TVM
+prints through (the export's lines go to ``<lib>.export.log``).
 """
 
 from __future__ import annotations
