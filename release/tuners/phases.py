@@ -100,10 +100,14 @@ class RandomPhase(Phase):
     def __init__(self, draw: Callable[[int], list]):
         self.draw = draw
         self.picks = 0
+        self.dry = False  # the last draw found no config (a space with limits has none left within them)
 
     def pick(self, taken: Sequence[tuple]) -> list[tuple]:
-        """One draw: ``[config]``, or ``[]`` when the drawn config is in ``taken`` (a draw is spent)."""
-        got = [c for c in self.draw(1) if c not in taken]
+        """One draw: ``[config]``, or ``[]`` when the drawn config is in ``taken`` (a draw is spent) or
+        the draw found none (:attr:`dry`: on a space with limits, none left within them in its bounded draws)."""
+        drawn = self.draw(1)
+        self.dry = not drawn
+        got = [c for c in drawn if c not in taken]
         self.picks += len(got)
         return got
 
@@ -112,6 +116,8 @@ class RandomPhase(Phase):
         out: list[tuple] = []
         while len(out) < n and len(state.visited) + len(taken) + len(out) < state.space.size:
             out.extend(self.pick(taken + out))
+            if self.dry:  # the draws found nothing: a short batch, never an endless loop
+                break
         return out
 
 
