@@ -19,7 +19,7 @@ from .common import KnowledgeChoice, add_knowledge_args, add_measure_args, check
 from .tune import DEFAULT_TUNER
 from .tune_model_render import TuneModelPrinter, TuneModelRenderer
 
-COMPARISONS = ("untuned", "torch", "ms")
+COMPARISONS = ("untuned", "torch", "ms", "onnxruntime", "openvino")
 
 __all__ = ["TuneModelConfig", "TuneModelRenderer", "TuneModelPrinter", "TuneModelResult", "run_tune_model",
            "cmd_tune_model", "tuned_or_untuned", "export_library", "check_library_name", "memory_budget_arg"]
@@ -50,7 +50,9 @@ def add_parser(subparsers) -> None:
                         "transformed at compile time")
     add_knowledge_args(p)
     p.add_argument("--compare", default="untuned,torch",
-                   help="comma list of baselines to time: untuned, torch, ms (MetaSchedule tune_relax, same budget)")
+                   help="comma list of baselines to time: untuned, torch, ms (MetaSchedule tune_relax, same budget), "
+                        "onnxruntime, openvino (the model as ONNX, each runtime on the same threads in a process of "
+                        "its own, its output checked; a runtime missing or failing is one line)")
     p.add_argument("--memory-order", choices=["brkga", "regal"], default=None,
                    help="reorder the exported model's kernel calls so TVM's memory planner plans fewer bytes "
                         "(BRKGA on a replay of TVM's planner; regal: biased by REGAL's policy); prints planned and "
@@ -131,7 +133,7 @@ class TuneModelConfig:
         compare = tuple(c for c in args.compare.split(",") if c)
         bad = [c for c in compare if c not in COMPARISONS]
         if bad:
-            raise TunerError(f"unknown --compare entries {bad}; use untuned, torch, ms")
+            raise TunerError(f"unknown --compare entries {bad}; use {', '.join(COMPARISONS)}")
         if args.layout != M.AUTO_LAYOUT:
             M.model_layout(args.layout)  # a bad --layout fails before the model is imported
         budget = memory_budget_arg(args.memory_budget)
@@ -263,6 +265,9 @@ class TuneModelResult:
     """With ``--compare torch``: :func:`release.relax.torch_reference` (None: no PyTorch module)."""
     export_stderr: Any = None
     """What TVM printed while the library was exported (:func:`export_library`), or None."""
+    runtimes: dict | None = None
+    """With ``--compare onnxruntime`` / ``openvino``: ``{runtime: result}`` of
+    :func:`release.reference.time_onnx_runtime` (``{"error": why}`` for one missing or failing)."""
 
 
 def tuned_or_untuned(tuned: dict, untuned: dict) -> tuple[str, str]:
@@ -354,12 +359,13 @@ def memory_order(config: TuneModelConfig, model, db, layout, ex, renderer: TuneM
 def compare_baselines(config: TuneModelConfig, model, threads: int, wall_s: float,
                       renderer: TuneModelRenderer) -> tuple:
     """The baselines of ``--compare`` beyond the untuned build: MetaSchedule's ``tune_relax`` with the
-    same budget (``ms``) and PyTorch eager (``torch``), each reported to ``renderer`` when timed.
-    Returns ``(ms, torch)`` as :class:`TuneModelResult` holds them."""
+    same budget (``ms``), PyTorch eager (``torch``), ONNX Runtime and OpenVINO (``onnxruntime``, ``openvino``:
+    :func:`release.reference.onnx_references`, each in a process of its own), each reported to ``renderer``
+    when timed. Returns ``(ms, torch, runtimes)`` as :class:`TuneModelResult` holds them."""
     from .. import relax as M
     from ..threads import timing_priority
 
-    steps = [c for c in ("ms", "torch") if c in config.compare]
+    steps = [c for c in ("ms", "torch", "onnxruntime", "openvino") if c in config.compare]
     if steps:
         renderer.comparing(steps, config.n_trial, wall_s)
     ms = ref = None
@@ -380,9 +386,20 @@ def compare_baselines(config: TuneModelConfig, model, threads: int, wall_s: floa
     if "torch" in steps:
         ref = M.torch_reference(model, threads=threads)
         renderer.compared_torch(ref)
+    runtimes = None
+    wanted = [c for c in ("onnxruntime", "openvino") if c in steps]
+    if wanted:
+        import tempfile
+
+        from ..reference import onnx_references
+
+        with tempfile.TemporaryDirectory(prefix="release-onnx-") as tmp:  # each runtime in a process of its own
+            runtimes = onnx_references(model, tmp, threads, wanted)
+        for rt in wanted:
+            renderer.compared_runtime(rt, runtimes[rt])
     if steps:
         renderer.compared()
-    return ms, ref
+    return ms, ref, runtimes
 
 
 def run_tune_model(config: TuneModelConfig, renderer: TuneModelRenderer | None = None) -> TuneModelResult:
@@ -479,9 +496,10 @@ def run_tune_model(config: TuneModelConfig, renderer: TuneModelRenderer | None =
         ex = memory_order(config, model, db if keep == "tuned" else None,
                           config.layout if keep == "tuned" else None, ex, r)
     exported = export_library(ex, lib)
-    ms, torch = compare_baselines(config, model, threads, res.wall_s, r)
+    ms, torch, runtimes = compare_baselines(config, model, threads, res.wall_s, r)
     return TuneModelResult(model=model, tasks=tasks, log=log, library=lib, threads=threads, tuning=res, lost=lost,
-                           tuned=tuned, untuned=un, exported=keep, ms=ms, torch=torch, export_stderr=exported)
+                           tuned=tuned, untuned=un, exported=keep, ms=ms, torch=torch, export_stderr=exported,
+                           runtimes=runtimes)
 
 
 def cmd_tune_model(args) -> int:
