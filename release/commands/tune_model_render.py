@@ -67,12 +67,12 @@ class TuneModelRenderer:
     def compared_torch(self, reference) -> None:
         """PyTorch eager timed (:func:`release.relax.torch_reference`; None: no PyTorch module)."""
 
+    def compared_runtime(self, runtime: str, result: dict) -> None:
+        """ONNX Runtime or OpenVINO timed (:func:`release.reference.time_onnx_runtime`; ``{"error": why}``: n/a)."""
+
     def compared(self) -> None:
         """The comparisons are done."""
 
-
-    def compared_runtime(self, runtime: str, result: dict) -> None:
-        """ONNX Runtime or OpenVINO timed (:func:`release.reference.time_onnx_runtime`; ``{"error": why}``: n/a)."""
 
 class TuneModelPrinter(TuneModelRenderer):
     """``release tune-model``'s lines, each printed as its step happens; :meth:`finished` prints the
@@ -214,20 +214,20 @@ class TuneModelPrinter(TuneModelRenderer):
         if self._bar is not None:
             self._bar.update(1)
 
-    def compared(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-
-        if self._bar is not None:
-            self._bar.update(1)
-
     def compared_runtime(self, runtime: str, result: dict) -> None:
         from ..reference import reference_line
 
         print(reference_line(runtime, result) + ("" if "error" in result else
               f" (fastest of repeats, its own process; output checked, max abs error {result['max_abs_err']:.1e})"),
               flush=True)
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def compared(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
     def finished(self, result, tvm_output=None) -> int:
         """The closing lines of a :class:`release.commands.tune_model.TuneModelResult`: what TVM printed
         (counted; the text in files beside the log), the deploy lines (Python that loads the exported
