@@ -1,12 +1,14 @@
-"""Where a model's time goes: TVM's kernels and ONNX Runtime's nodes, per operator kind, side by side.
+"""Where a model's time goes: TVM's kernels, ONNX Runtime's and OpenVINO's nodes, per operator kind, side by side.
 
 ``release profile --model M [--log LOG]`` compiles the model as ``tune-model`` exports it (with the log's best
 records; without a log, TVM's default schedules), times every kernel call of one inference with the Relax VM's
 instrument hook (:meth:`tvm.runtime.vm.VirtualMachine.set_instrument`: a timestamp before and after each call
 instruction; the median over ``runs`` inferences per call), and profiles the same model in ONNX Runtime with its
-own profiler (``SessionOptions.enable_profiling``: per-node kernel times). Both are grouped by operator kind
-(:data:`KINDS`) and the table gives each kind's milliseconds per inference and its share of the gap between the
-two end-to-end latencies.
+own profiler (``SessionOptions.enable_profiling``: per-node kernel times) and in OpenVINO with its own
+(``PERF_COUNT``: each executed node's time, :func:`profile_openvino`). All are grouped by operator kind
+(:data:`KINDS`) and the table gives each kind's milliseconds per inference and its share of the gap between
+TVM's and ONNX Runtime's end-to-end latencies. The runtimes' end-to-end latencies are timed without their
+profilers, each in a process of its own, their outputs checked (:func:`release.reference.time_onnx_runtime`).
 
 Kinds are read from what each call computes, not from the model: a convolution's kernel size and groups come
 from its weight's shape (``OIHW`` or the blocked ``OIHW{i}i{o}o``) against its input and output channels, and
@@ -267,28 +269,138 @@ def profile_ort(onnx_path: str, inputs, threads: int, runs: int = 10) -> dict:
     return {"nodes": nodes, "kinds": dict(kinds), "total_ms": float(sum(kinds.values())), "version": ort.__version__}
 
 
-def gap_table(tvm_kinds: dict, ort_kinds: dict) -> list[dict]:
+def ov_kind(node_type: str, shapes: list) -> str:
+    """Operator kind of one OpenVINO executed node (:data:`KINDS`) from its layer type (the runtime model's
+    ``layerType``: ``Convolution``, ``GroupConvolution``, ``FullyConnected``, ``Reorder``, ...) and input shapes
+    (a convolution's weight is its second input: ``[O, I, KH, KW]``, grouped ``[G, O/G, I/G, KH, KW]``)."""
+    t = node_type
+    if t in ("Convolution", "GroupConvolution", "Deconvolution", "GroupDeconvolution") and len(shapes) >= 2:
+        w = [int(d) for d in shapes[1]]
+        if t == "GroupConvolution" and len(w) == 5:
+            return "conv2d depthwise" if w[1] == 1 and w[2] == 1 else "conv2d grouped"
+        if t == "Convolution" and len(w) == 4:
+            return {(1, 1): "conv2d 1x1", (3, 3): "conv2d 3x3"}.get((w[2], w[3]), "conv2d other kernel")
+        return "conv2d other kernel"
+    if t in ("FullyConnected", "MatMul", "Gemm"):
+        if len(shapes) >= 2 and all(len(x) >= 3 and int(np.prod(x[:-2])) > 1 for x in shapes[:2]):
+            return "attention (batch matmul)"
+        return "dense/matmul"
+    if t in ("ScaledDotProductAttention", "MHA"):
+        return "attention (fused)"
+    if t == "Reorder":
+        return "layout transforms"
+    if _NORM.search(t) or t in ("MVN", "Gelu", "Erf"):
+        return "softmax/layernorm/GELU"
+    if "Pool" in t:
+        return "pooling"
+    if _COPY.search(t) or t in ("Concatenation", "Transpose", "Interpolate"):
+        return "copies/reshape"
+    return "elementwise"
+
+
+def profile_openvino(onnx_path: str, inputs, threads: int, runs: int = 10) -> dict:
+    """Per-node times of OpenVINO on ``onnx_path`` (its own profiler, ``PERF_COUNT``), per inference.
+
+    The model is compiled as :func:`release.reference.onnx_runner` compiles it (CPU, ``threads``
+    ``INFERENCE_NUM_THREADS``, ``LATENCY``, f32), with ``PERF_COUNT`` on; each executed node's ``real_time``
+    is read after every inference (the request's counters are those of its last inference) and its input
+    shapes come from the runtime model (:meth:`openvino.CompiledModel.get_runtime_model`). Nodes OpenVINO
+    fused into another (status ``NOT_RUN``) are left out.
+
+    Parameters
+    ----------
+    onnx_path : str
+    inputs : list of ndarray
+        The graph's inputs, in order.
+    threads : int
+        ``INFERENCE_NUM_THREADS`` (the target's threads, as TVM's).
+    runs : int
+        Profiled inferences after one warm-up (default 10); per node the median.
+
+    Returns
+    -------
+    dict
+        ``nodes``: ``[{"name", "op", "exec", "kind", "shapes", "ms"}]``; ``kinds``; ``total_ms``; ``version``.
+
+    Raises
+    ------
+    ImportError
+        openvino is not installed (``pip install 'release-tvm[bench]'``).
+    """
+    import openvino as ov
+
+    core = ov.Core()
+    compiled = core.compile_model(onnx_path, "CPU", {"INFERENCE_NUM_THREADS": int(threads),
+                                                      "PERFORMANCE_HINT": "LATENCY",
+                                                      "INFERENCE_PRECISION_HINT": "f32", "PERF_COUNT": True})
+    request = compiled.create_infer_request()
+    for i, x in enumerate(inputs):
+        request.set_input_tensor(i, ov.Tensor(np.ascontiguousarray(x)))
+    request.infer()  # warm-up
+    per: dict = defaultdict(list)
+    info: dict = {}
+    for _ in range(max(1, int(runs))):
+        request.infer()
+        for p in request.get_profiling_info():
+            if str(p.status).endswith("EXECUTED"):
+                per[p.node_name].append(p.real_time.total_seconds() * 1e3)
+                info.setdefault(p.node_name, (p.node_type, p.exec_type))
+    ops = {op.get_friendly_name(): op for op in compiled.get_runtime_model().get_ordered_ops()}
+
+    def shapes_of(name):
+        op = ops.get(name)
+        if op is None:
+            return []
+        return [tuple(int(d) for d in i.get_partial_shape().to_shape()) for i in op.inputs()
+                if i.get_partial_shape().is_static]
+
+    nodes = []
+    for name, ts in per.items():
+        op, exec_type = info[name]
+        if op in ("Parameter", "Result", "Constant"):
+            continue
+        shapes = shapes_of(name)
+        nodes.append({"name": name, "op": op, "exec": exec_type, "kind": ov_kind(op, shapes), "shapes": shapes,
+                      "ms": float(np.median(ts))})
+    kinds: dict = defaultdict(float)
+    for nd in nodes:
+        kinds[nd["kind"]] += nd["ms"]
+    return {"nodes": nodes, "kinds": dict(kinds), "total_ms": float(sum(kinds.values())),
+            "version": ov.__version__.split("-")[0]}
+
+
+def gap_table(tvm_kinds: dict, ort_kinds: dict, ov_kinds: dict | None = None) -> list[dict]:
     """Rows per kind: ``tvm_ms``, ``ort_ms``, ``gap_ms`` (TVM - ORT) and ``share`` of the total gap (None when
-    TVM is not behind in total); kinds neither has are left out, the order is :data:`KINDS`."""
+    TVM is not behind in total), and ``ov_ms`` (OpenVINO's) when ``ov_kinds`` is given; kinds none has are left
+    out, the order is :data:`KINDS`."""
     total_gap = sum(tvm_kinds.values()) - sum(ort_kinds.values())
     rows = []
     for k in KINDS:
         a, b = tvm_kinds.get(k, 0.0), ort_kinds.get(k, 0.0)
-        if not a and not b:
+        c = (ov_kinds or {}).get(k, 0.0)
+        if not a and not b and not c:
             continue
-        rows.append({"kind": k, "tvm_ms": a, "ort_ms": b, "gap_ms": a - b,
-                     "share": (a - b) / total_gap if total_gap > 0 else None})
+        row = {"kind": k, "tvm_ms": a, "ort_ms": b, "gap_ms": a - b,
+               "share": (a - b) / total_gap if total_gap > 0 else None}
+        if ov_kinds is not None:
+            row["ov_ms"] = c
+        rows.append(row)
     return rows
 
 
-def markdown(rows: list, tvm_total: float, ort_total: float, title: str = "") -> str:
-    """The table as Markdown: per kind TVM ms, ONNX Runtime ms, the gap and its share."""
+def markdown(rows: list, tvm_total: float, ort_total: float, title: str = "", ov_total: float | None = None) -> str:
+    """The table as Markdown: per kind TVM ms, ONNX Runtime ms, OpenVINO ms (with ``ov_total``: rows from
+    :func:`gap_table` given ``ov_kinds``), the gap to ONNX Runtime and its share."""
+    ov = ov_total is not None
     lines = ([f"### {title}", ""] if title else []) + [
-        "| operator kind | TVM ms | ONNX Runtime ms | gap ms (TVM - ORT) | share of the gap |", "|---|---:|---:|---:|---:|"]
+        "| operator kind | TVM ms | ONNX Runtime ms | " + ("OpenVINO ms | " if ov else "")
+        + "gap ms (TVM - ORT) | share of the gap |", "|---|---:|---:|" + ("---:|" if ov else "") + "---:|---:|"]
     for r in rows:
         share = "-" if r["share"] is None else f"{100 * r['share']:.0f}%"
-        lines.append(f"| {r['kind']} | {r['tvm_ms']:.3f} | {r['ort_ms']:.3f} | {r['gap_ms']:+.3f} | {share} |")
-    lines.append(f"| **all kernels** | **{tvm_total:.3f}** | **{ort_total:.3f}** | **{tvm_total - ort_total:+.3f}** | |")
+        mid = f" {r.get('ov_ms', 0.0):.3f} |" if ov else ""
+        lines.append(f"| {r['kind']} | {r['tvm_ms']:.3f} | {r['ort_ms']:.3f} |{mid} {r['gap_ms']:+.3f} | {share} |")
+    mid = f" **{ov_total:.3f}** |" if ov else ""
+    lines.append(f"| **all kernels** | **{tvm_total:.3f}** | **{ort_total:.3f}** |{mid} **{tvm_total - ort_total:+.3f}** | |")
     return "\n".join(lines) + "\n"
 
 
@@ -321,7 +433,8 @@ def sum_flag(who: str, sum_ms: float, e2e_ms: float, limit: float = BUSY_SUM_RAT
             "figures are not to be trusted; run the profile again on a quiet machine")
 
 
-__all__ = ["KINDS", "tvm_kind", "ort_kind", "profile_tvm", "profile_ort", "gap_table", "markdown", "sum_flag"]
+__all__ = ["KINDS", "tvm_kind", "ort_kind", "ov_kind", "profile_tvm", "profile_ort", "profile_openvino", "gap_table",
+           "markdown", "sum_flag"]
 
 
 def _ort_latency_ms(onnx_path: str, inputs, threads: int, number: int = 10, repeat: int = 5) -> float:
@@ -406,32 +519,62 @@ def cmd_profile(args) -> int:
           f"sum to {tvm_prof['total_ms']:.3f} ms (median of {runs} inferences per call, instrument hook)")
     out: dict = {"model": model.name, "threads": threads, "log": args.log, "layout": layout,
                  "tvm": {"fastest_ms": e2e["fastest_ms"], **tvm_prof}}
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
+    from .reference import reference_line, time_onnx_runtime
+
+    ort_total, ov_kinds, ov_total, ov_flag = 0.0, None, None, None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
             path = _onnx_file(model, tmp)
             inputs = [np.asarray(x) for x in model.inputs]
-            ort_prof = profile_ort(path, inputs, threads, runs)
-            ort_ms = _ort_latency_ms(path, inputs, threads)
-        print(f"ort      {ort_ms:.3f} ms end to end (onnxruntime {ort_prof['version']}, fastest of repeats); its "
-              f"nodes sum to {ort_prof['total_ms']:.3f} ms (its profiler, median of {runs} inferences per node)")
-        out["onnxruntime"] = {"fastest_ms": ort_ms, **ort_prof}
-        rows = gap_table(tvm_prof["kinds"], ort_prof["kinds"])
-        ort_total = ort_prof["total_ms"]
-    except ImportError:
-        print("ort      onnxruntime is not installed (pip install 'release-tvm[bench]'): TVM's kinds only")
-        rows, ort_total = gap_table(tvm_prof["kinds"], {}), 0.0
-    except Exception as err:  # noqa: BLE001 - the reference is optional; say why it is missing
-        from .errors import error_line
+            expected = model.reference()
+        except Exception as err:  # noqa: BLE001 - the references are optional; say why they are missing
+            from .errors import error_line
 
-        print(f"ort      ONNX Runtime failed: {error_line(err, first=True)}: TVM's kinds only")
-        rows, ort_total = gap_table(tvm_prof["kinds"], {}), 0.0
+            path, why = None, f"the model does not export to ONNX: {error_line(err, first=True)}"
+            print(f"ort      onnxruntime n/a ({why}): TVM's kinds only")
+            print(f"openvino openvino n/a ({why})")
+        if path is not None:
+            # end to end: each runtime without its profiler, in a process of its own, its output checked
+            e2e_ref = {rt: time_onnx_runtime(rt, path, inputs, threads, expected=expected, one_thread=False)
+                       for rt in ("onnxruntime", "openvino")}
+            try:
+                if "error" in e2e_ref["onnxruntime"]:
+                    raise RuntimeError(e2e_ref["onnxruntime"]["error"])
+                ort_prof = profile_ort(path, inputs, threads, runs)
+                ort_ms = e2e_ref["onnxruntime"]["latency_ms"]
+                print(f"ort      {ort_ms:.3f} ms end to end (onnxruntime {ort_prof['version']}, fastest of repeats, "
+                      f"its own process, output checked); its nodes sum to {ort_prof['total_ms']:.3f} ms (its "
+                      f"profiler, median of {runs} inferences per node)")
+                out["onnxruntime"] = {"fastest_ms": ort_ms, **ort_prof}
+                ort_total = ort_prof["total_ms"]
+            except Exception as err:  # noqa: BLE001 - missing (ImportError) or failing: one line
+                from .errors import error_line
+
+                why = e2e_ref["onnxruntime"].get("error") or error_line(err, first=True)
+                print(f"ort      onnxruntime n/a ({why}): TVM's kinds only")
+            try:
+                if "error" in e2e_ref["openvino"]:
+                    raise RuntimeError(e2e_ref["openvino"]["error"])
+                ov_prof = profile_openvino(path, inputs, threads, runs)
+                ov_ms = e2e_ref["openvino"]["latency_ms"]
+                ov_kinds, ov_total = ov_prof["kinds"], ov_prof["total_ms"]
+                ov_flag = sum_flag("OpenVINO", ov_total, ov_ms)
+                print(f"openvino {ov_ms:.3f} ms end to end (openvino {ov_prof['version']}, fastest of repeats, its own "
+                      f"process, output checked); its nodes sum to {ov_total:.3f} ms (its profiler, PERF_COUNT, "
+                      f"median of {runs} inferences per node)" + (f" (flagged: {ov_flag})" if ov_flag else ""))
+                out["openvino"] = {"fastest_ms": ov_ms, **ov_prof, "flag": ov_flag}
+            except Exception as err:  # noqa: BLE001 - missing or failing: one line
+                from .errors import error_line
+
+                print(f"openvino {reference_line('openvino', {'error': e2e_ref['openvino'].get('error') or error_line(err, first=True)})}")
+    rows = gap_table(tvm_prof["kinds"], out.get("onnxruntime", {}).get("kinds", {}), ov_kinds)
     out["rows"] = rows
     kernels_ms = sum(v for k, v in tvm_prof["kinds"].items() if k != KINDS[-1])  # the hook's cost is in KINDS[-1]
     flags = [f for f in (sum_flag("TVM", kernels_ms, e2e["fastest_ms"]),
                          sum_flag("ONNX Runtime", ort_total, out.get("onnxruntime", {}).get("fastest_ms", 0.0)))
              if f]
     out["flags"] = flags
-    table = markdown(rows, tvm_prof["total_ms"], ort_total)
+    table = markdown(rows, tvm_prof["total_ms"], ort_total, ov_total=ov_total)
     print()
     print(table)
     for f in flags:
@@ -473,21 +616,24 @@ def cmd_profile(args) -> int:
         tj = target_to_json(target)
         version, rev = provenance()
         e2e_line = (f"End to end (fastest of repeats): TVM {e2e['fastest_ms']:.3f} ms"
-                    + (f", ONNX Runtime {out['onnxruntime']['fastest_ms']:.3f} ms" if "onnxruntime" in out else ""))
+                    + (f", ONNX Runtime {out['onnxruntime']['fastest_ms']:.3f} ms" if "onnxruntime" in out else "")
+                    + (f", OpenVINO {out['openvino']['fastest_ms']:.3f} ms" if "openvino" in out else ""))
         with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
             f.write(f"# Profile of {model.name} ({threads} threads; {what})\n\n"
                     f"Machine {machine_of(tj, host_machine(tj))}, {time.strftime('%Y-%m-%d')}, release-tvm {version} "
                     f"revision {rev or '?'}. Command: `release {' '.join(sys.argv[1:])}`\n\n{e2e_line}. "
                     f"Per kind, ms per inference (TVM: median of {runs} inferences per kernel call; ONNX Runtime: its "
-                    f"profiler, median per node):\n\n{table}"
-                    + "".join(f"\n**Flagged:** {f}.\n" for f in flags))
+                    f"profiler, median per node; OpenVINO: its PERF_COUNT counters, median per node):\n\n{table}"
+                    + "".join(f"\n**Flagged:** {f}.\n" for f in flags)
+                    + (f"\nOpenVINO flagged: {ov_flag}.\n" if ov_flag else ""))
         print(f"wrote    {args.out} and {os.path.splitext(args.out)[0]}.md")
     return 0
 
 
 def register(subparsers) -> None:
     """Add ``release profile`` to the top-level CLI."""
-    p = subparsers.add_parser("profile", help="per-operator-kind time of a (tuned) model against ONNX Runtime's")
+    p = subparsers.add_parser("profile", help="per-operator-kind time of a (tuned) model against ONNX Runtime's and "
+                              "OpenVINO's")
     p.add_argument("--model", default="resnet18", help="built-in model name or an .onnx file")
     p.add_argument("--log", default=None, help="the tune-model log whose best records compile the model "
                    "(without it: TVM's default schedules)")

@@ -371,6 +371,67 @@ def reference_line(runtime: str, res: dict) -> str:
     return text if res.get("reliable", True) else f"{text} (UNRELIABLE: {res.get('note', '')})"
 
 
+def onnx_references(model, folder: str, threads: int, runtimes=None) -> dict:
+    """ONNX Runtime and OpenVINO lines of ``model``: ``{runtime: result}`` (:func:`time_onnx_runtime`:
+    its fastest of repeats and flags, the runtime's output checked against the source model's; each in a process
+    of its own), or ``{runtime: {"error": why}}`` for a runtime missing or failing, one line each.
+
+    Parameters
+    ----------
+    model : release.relax.Model
+        A built-in or PyTorch model (exported to ``<folder>/<name>.onnx`` with the TorchScript exporter,
+        transformer layers through :func:`onnx_exportable`), or an ONNX import (its file).
+    folder : str
+        Where the exported file is written.
+    threads : int
+        The target's threads.
+    runtimes : sequence of str, optional
+        Among :data:`release.reference.ONNX_RUNTIMES` (default: all, in that order).
+    """
+    from .errors import error_line
+
+    runtimes = list(ONNX_RUNTIMES if runtimes is None else runtimes)
+    try:
+        path, exported = onnx_file(model, folder)
+        expected = model.reference()
+    except Exception as err:  # noqa: BLE001 - no file, no line: say why for each runtime
+        return {r: {"error": f"the model does not export to ONNX: {error_line(err, first=True)}"} for r in runtimes}
+    out = {}
+    for rt in runtimes:
+        res = time_onnx_runtime(rt, path, [np.asarray(x) for x in model.inputs], threads, expected=expected)
+        if exported and "error" not in res:
+            res["export"] = "transformer layers exported with explicit attention (release.reference.onnx_exportable)"
+        out[rt] = res
+    return out
+
+
+def onnx_file(model, folder: str) -> tuple[str, bool]:
+    """``(path, rewritten)``: the model's own ONNX file (an ONNX import), else its PyTorch module exported to
+    ``<folder>/<name>.onnx`` (``rewritten``: transformer layers were written with explicit attention).
+
+    Raises
+    ------
+    release.errors.ModelError
+        Neither a PyTorch module nor an ONNX file.
+    """
+    if getattr(model, "onnx_path", None):
+        return model.onnx_path, False
+    import torch
+
+    from .errors import ModelError
+
+    if getattr(model, "torch_module", None) is None:
+        raise ModelError(f"{model.name}: no PyTorch module or ONNX file to give the ONNX runtimes")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{model.name}.onnx")
+    exported = onnx_exportable(model.torch_module)  # transformer layers with explicit attention: exportable
+    with torch.no_grad():
+        # the TorchScript exporter: the torch.export-based one needs onnxscript, not a dependency
+        torch.onnx.export(exported, tuple(torch.from_numpy(np.asarray(x)) for x in model.inputs), path,
+                          dynamo=False)
+    return path, exported is not model.torch_module
+
+
 def onnx_exportable(module):
     """``module`` in a form ONNX's TorchScript exporter accepts, computing the same function.
 

@@ -144,7 +144,7 @@ def split_tuner(spec: str) -> tuple[str, bool]:
     return (spec[: -len(WARM)], True) if spec.endswith(WARM) else (spec, False)
 
 
-REFERENCES = ("eager", "torch.compile", "onnxruntime")
+REFERENCES = ("eager", "torch.compile", "onnxruntime", "openvino")
 
 
 MODEL_TIERS = {
@@ -156,7 +156,7 @@ MODEL_TIERS = {
                   ms_trials_per_iter=64, layout="NCHWc"),
     # The harness end to end in about a minute: tiny-cnn (2 tasks), a few trials.
     "model-smoke": dict(models=["tiny-cnn"], n_trial={"tiny-cnn": 16}, tuners=["random", MS], seeds=[0],
-                        checkpoints=2, references=["eager", "onnxruntime"], ms_trials_per_iter=None),
+                        checkpoints=2, references=["eager", "onnxruntime", "openvino"], ms_trials_per_iter=None),
 }
 
 

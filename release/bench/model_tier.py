@@ -37,9 +37,11 @@ continues; ``--retime`` times them again).
 
 Reference lines, timed in the same invocation on the same threads after warm-up, fastest of
 repeats, with :func:`release.reference.time_torch`'s reliability flag: PyTorch eager,
-``torch.compile`` (inductor; a failure is reported with its reason), ONNX Runtime (the model
-exported with ``torch.onnx.export``; ``pip install 'release[bench]'`` when it is missing), and
-TVM's untuned build (default schedules). A flagged reference is printed ``UNRELIABLE``, with why.
+``torch.compile`` (inductor; a failure is reported with its reason), ONNX Runtime and OpenVINO (the
+model exported once with ``torch.onnx.export``; each runtime in a process of its own, its output
+checked against PyTorch's: :func:`release.reference.onnx_references`; a runtime missing or
+failing is one line, ``pip install 'release-tvm[bench]'`` when missing), and TVM's untuned build
+(default schedules). A flagged reference is printed ``UNRELIABLE``, with why.
 
 Outputs under ``<out>`` (default ``runs/bench/<tier>``: :data:`release.bench.DEFAULT_OUT`, git-ignored): ``results.json``, ``table.md``
 (with the exact command), ``curves.png`` (latency against tuning wall time per model).
@@ -240,7 +242,8 @@ class ModelTier(Tier):
             f"trials per model {cfg['n_trial']}; curve points every 1/{cfg['checkpoints']} of the budget", "",
             "Latency: fastest of 7 means of 10 runs of the compiled model (output checked against PyTorch); "
             "references the same way (warm-up, fastest of repeats, flagged UNRELIABLE when a second method or "
-            "the median disagrees by more than 1.5x). Wall time: the tuning's wall clock at that trial "
+            "the median disagrees by more than 1.5x; ONNX Runtime and OpenVINO each in a process of its own, "
+            "their outputs checked against PyTorch's). Wall time: the tuning's wall clock at that trial "
             "(search, fits, builds, runs).", ""]
         for m, r in result["models"].items():
             refs = r["references"]
@@ -408,9 +411,11 @@ def _ms_database(path: str, n: int):
 
 
 def _ref_text(r: dict) -> str:
-    """A reference line's latency cell: ``<ms> ms``, flagged UNRELIABLE with its note, or why it was not timed."""
-    return reference_cell(r.get("latency_ms"), 3, " ms", unreliable=not r.get("reliable", True), note=r.get("note"),
-                          error=r["error"] if "error" in r else None)
+    """A reference line's latency cell: ``<ms> ms``, flagged UNRELIABLE with its note, or ``n/a (why)`` (a
+    runtime missing or failing on the model: one line, not an error)."""
+    if "error" in r:
+        return f"n/a ({r['error']})"
+    return reference_cell(r.get("latency_ms"), 3, " ms", unreliable=not r.get("reliable", True), note=r.get("note"))
 
 
 def log_path(cfg: ModelBenchConfig, model: str, tuner: str, seed: int) -> str:

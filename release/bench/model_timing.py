@@ -2,9 +2,12 @@
 
 :func:`time_model`: a compiled model checked against its reference and timed on the target's threads
 (fastest of repeats, flagged when the median disagrees). :func:`references`: the same model in
-PyTorch eager, ``torch.compile`` and ONNX Runtime (each through :func:`release.reference.time_torch`:
-warm-up, fastest of repeats, a second method, and a one-thread run that flags an oversubscribed machine)
-and TVM's untuned build. A reference that fails is ``{"error": why}``, never an exception.
+PyTorch eager and ``torch.compile`` (through :func:`release.reference.time_torch`: warm-up, fastest of
+repeats, a second method, and a one-thread run that flags an oversubscribed machine), in ONNX Runtime
+and OpenVINO (the model exported once with ``torch.onnx.export``; each runtime timed by
+:func:`release.reference.time_onnx_runtime` with the same protocol, in a process of its own, its output
+checked against PyTorch's) and TVM's untuned build. A reference that fails is ``{"error": why}``, never
+an exception.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import time
 
 import numpy as np
 
+from ..reference import ONNX_RUNTIMES, onnx_references
 from .config import ModelBenchConfig
 
 
@@ -84,48 +88,8 @@ def references(cfg: ModelBenchConfig, model_name: str, progress: bool = True) ->
             from ..errors import error_line
 
             out["torch.compile"] = {"error": f"torch.compile failed: {error_line(err, first=True)}"}
-    if "onnxruntime" in cfg.references:
-        out["onnxruntime"] = _onnxruntime(cfg, model, xs, threads, timed)
+    runtimes = [r for r in ONNX_RUNTIMES if r in cfg.references]
+    if runtimes:
+        out.update(onnx_references(model, cfg.logs, threads, runtimes))  # each in a process of its own
     out["untuned"] = time_model(model, M.compile_model(model, target), threads)  # TVM's defaults, as imported
     return out
-
-
-def _onnxruntime(cfg, model, xs, threads, timed) -> dict:
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return {"error": "onnxruntime is not installed: pip install 'release[bench]'"}
-    import torch
-
-    from ..errors import error_line
-
-    path = os.path.join(cfg.logs, f"{model.name}.onnx")
-    try:
-        os.makedirs(cfg.logs, exist_ok=True)
-        from ..reference import onnx_exportable
-
-        exported = onnx_exportable(model.torch_module)  # transformer layers with explicit attention: exportable
-        with torch.no_grad():
-            # the TorchScript exporter: the torch.export-based one needs onnxscript, not a dependency
-            torch.onnx.export(exported, tuple(xs), path, dynamo=False)
-        def session(n: int):
-            so = ort.SessionOptions()
-            so.intra_op_num_threads = n  # the target's threads, as TVM and PyTorch
-            so.inter_op_num_threads = 1
-            return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-
-        sess, sess1 = session(threads), session(1)
-        feed = {i.name: x.numpy() for i, x in zip(sess.get_inputs(), xs)}
-        got = sess.run(None, feed)[0]
-        ref = model.reference()[0]
-        if not np.allclose(got, ref, rtol=1e-3, atol=1e-3):
-            return {"error": f"ONNX Runtime's output differs from PyTorch's (max abs error "
-                             f"{float(np.max(np.abs(got - ref))):.3g})"}
-        res = timed(lambda: sess.run(None, feed), lambda: sess1.run(None, feed))
-        res["threads"] = threads
-        res["version"] = ort.__version__
-        if exported is not model.torch_module:
-            res["export"] = "transformer layers exported with explicit attention (release.reference.onnx_exportable)"
-        return res
-    except Exception as err:  # noqa: BLE001 - a reference line is optional; say why it is missing
-        return {"error": f"ONNX Runtime failed: {error_line(err, first=True)}"}

@@ -30,7 +30,7 @@ def add_parser(subparsers) -> None:
                    help="model tiers: points of the latency-vs-wall-time curve, one every 1/N of the budget "
                         "(None: the tier's, 4 for model)")
     p.add_argument("--references", nargs="*", default=None,
-                   help="model tiers: reference lines among eager, torch.compile, onnxruntime (None: the tier's)")
+                   help="model tiers: reference lines among eager, torch.compile, onnxruntime, openvino (None: the tier's)")
     p.add_argument("--retime", action="store_true",
                    help="model tiers: compile and time the checkpoints again instead of reading checkpoints.json")
     p.add_argument("--knowledge", default=None, metavar="DIR",
