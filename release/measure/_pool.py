@@ -29,15 +29,22 @@ def set_job_timeout(pool, seconds: float) -> None:
     pool._timeout = float(seconds)
 
 
-def without_sigint(fn):
-    """Run ``fn()`` in a helper thread that blocks SIGINT; return its result or raise its error.
+#: the signals a terminal (Ctrl-C: SIGINT to the process group) and ``docker stop`` (SIGTERM) send
+#: to stop a run; worker processes block both, so only the main process decides what stops
+INTERRUPT_SIGNALS = ("SIGINT", "SIGTERM")
+
+
+def without_interrupts(fn):
+    """Run ``fn()`` in a helper thread that blocks SIGINT and SIGTERM; return its result or raise its error.
 
     Worker pools started inside ``fn`` (their threads, and the worker processes those threads start,
-    now or later when one is replaced) inherit the blocked signal. A Ctrl-C, which the terminal sends
-    to the whole process group, then reaches only the main process, whose main thread stays
-    interruptible while it waits here and stops with one line (``release: interrupted``), never a
-    worker halfway through ``import tvm`` (whose tracebacks it printed before).
-    Workers exit by themselves when the main process is gone (their pipe closes).
+    now or later when one is replaced) inherit the blocked signals. A Ctrl-C, which the terminal sends
+    to the whole process group, or a SIGTERM sent to the group, then reaches only the main process,
+    whose main thread stays interruptible while it waits here and stops the workers itself
+    (:func:`stop_workers`) with one line (``release: interrupted``): never a worker halfway through
+    ``import tvm`` (whose tracebacks it printed before), and never a worker that dies under a
+    measurement, which would be logged as a failed run (``run_error``) before the main process sees
+    the signal. Workers of a main process that is gone exit by themselves (their pipe closes).
 
     Parameters
     ----------
@@ -57,7 +64,7 @@ def without_sigint(fn):
     box: dict = {}
 
     def target():
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_BLOCK, {getattr(signal, s) for s in INTERRUPT_SIGNALS})
         try:
             box["value"] = fn()
         except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread
@@ -69,3 +76,76 @@ def without_sigint(fn):
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+#: the name this module was known by (it blocks SIGTERM too now)
+without_sigint = without_interrupts
+
+
+def keep_interrupts() -> None:
+    """Make a ``KeyboardInterrupt`` raised inside a Python callback that TVM's FFI calls come back out
+    of the FFI as ``KeyboardInterrupt``, not ``RuntimeError('')``.
+
+    Why: MetaSchedule's runners are Python objects called through TVM's FFI (``Runner.run``,
+    ``RunnerFuture.result``). A Ctrl-C while such a call waits for its worker raises
+    ``KeyboardInterrupt`` inside the Python callback; tvm-ffi 0.1 converts every exception type it has
+    not registered to ``RuntimeError`` with an empty message, so the interrupt became a failed
+    measurement (``run_error 'RuntimeError'``, never measured again) and the run went on as if no
+    Ctrl-C had come. Registering the type (``tvm_ffi.register_error``, tvm-ffi's public API for
+    error kinds) keeps it. Idempotent; called where a runner is made.
+    """
+    import tvm_ffi
+
+    tvm_ffi.register_error("KeyboardInterrupt", KeyboardInterrupt)
+
+
+def worker_processes(pid: int | None = None) -> list:
+    """The TVM pool workers (``python -m tvm.exec.popen_worker``) among the descendants of process
+    ``pid`` (default: this process), as ``psutil.Process`` objects; ``[]`` when it is gone."""
+    import os
+
+    import psutil
+
+    try:
+        children = psutil.Process(pid or os.getpid()).children(recursive=True)
+    except psutil.Error:
+        return []
+    out = []
+    for child in children:
+        try:
+            if "tvm.exec.popen_worker" in child.cmdline():
+                out.append(child)
+        except psutil.Error:
+            pass
+    return out
+
+
+def stop_workers(wait: float = 1.0) -> int:
+    """End this process's TVM build and run workers (:func:`worker_processes`) by pid (SIGKILL, as
+    ``PopenWorker.kill`` does), and wait up to ``wait`` seconds for them to be gone; returns how many
+    were ended. ``wait=0``: end them and return at once.
+
+    After an interrupt: the workers block SIGINT and SIGTERM (:func:`without_interrupts`), so they
+    print no traceback and never die under a measurement on their own; ending them here lets the pool
+    threads, which Python joins at exit, return at once instead of waiting for a worker's import,
+    build or run to finish. All are signalled before any is waited for (a worker of a few hundred MB
+    takes a moment to exit on a busy machine). While waiting, a worker that a pool thread started
+    after the first sweep is ended too.
+    """
+    import time
+
+    import psutil
+
+    ended, deadline = 0, time.monotonic() + max(0.0, wait)
+    while True:
+        procs = worker_processes()
+        for p in procs:
+            try:
+                p.kill()
+                ended += 1
+            except psutil.Error:
+                pass
+        left = deadline - time.monotonic()
+        if not procs or left <= 0:
+            return ended
+        psutil.wait_procs(procs, timeout=min(left, 0.25))

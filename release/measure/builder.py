@@ -14,7 +14,7 @@ import time
 from typing import Sequence
 
 from ..errors import TunerError, error_line
-from ._pool import STARTUP_TIMEOUT, set_job_timeout, without_sigint
+from ._pool import STARTUP_TIMEOUT, set_job_timeout, without_interrupts
 from .result import BuildResult, ErrorKind
 
 logger = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class LocalBuilder(Builder):
                 return pool
 
             t0 = time.perf_counter()
-            pool = without_sigint(start)
+            pool = without_interrupts(start)
             self.starts += 1
             self.startup_s += time.perf_counter() - t0
             set_job_timeout(pool, self.timeout)

@@ -19,6 +19,7 @@ import time
 from typing import Sequence
 
 from ..errors import InvalidConfigError, TunerError
+from ._pool import keep_interrupts
 from .builder import Builder, LocalBuilder, MetaScheduleBuilder
 from .result import ErrorKind, MeasureResult
 from .runner import LocalRunner, MetaScheduleRunner, Runner
@@ -104,6 +105,7 @@ class Measurer:
         self.task = task
         self.builder: Builder = option["builder"]
         self.runner: Runner = option["runner"]
+        keep_interrupts()  # Ctrl-C inside a MetaSchedule builder or runner stays a KeyboardInterrupt
         self.runner.check_device(task.target)
         self.best_cost = float("inf") if best_cost is None else float(best_cost)
         #: wall seconds per phase, summed over calls: replay (+postprocessors), build (parallel

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from ..errors import MeasureError, TunerError, error_line
 from ..target import device_type
-from ._pool import STARTUP_TIMEOUT, set_job_timeout, without_sigint
+from ._pool import STARTUP_TIMEOUT, keep_interrupts, set_job_timeout, without_interrupts
 from .result import ErrorKind, RunResult
 
 logger = logging.getLogger(__name__)
@@ -151,6 +151,7 @@ class LocalRunner(Runner):
         from ..target import host_cores
         from . import _worker
 
+        keep_interrupts()  # a Ctrl-C while MetaSchedule's runner waits stays a KeyboardInterrupt
         threads = int(threads) or self.threads or host_cores()
         if self._runner is not None and self.threads != threads:
             self.close()
@@ -160,7 +161,7 @@ class LocalRunner(Runner):
             # MetaSchedule's runner starts its worker in a sanity check bounded by timeout_sec: give
             # start-up a generous limit, then enforce the per-run timeout.
             t0 = time.perf_counter()
-            self._runner = without_sigint(lambda: MSLocalRunner(
+            self._runner = without_interrupts(lambda: MSLocalRunner(
                 timeout_sec=max(self.timeout, STARTUP_TIMEOUT),
                 evaluator_config=_evaluator(self.number, self.repeat, self.min_repeat_ms, self.enable_cpu_cache_flush),
                 cooldown_sec=self.cooldown_interval,
@@ -322,6 +323,7 @@ class RPCRunner(LocalRunner):
 
         from . import _worker
 
+        keep_interrupts()
         threads = int(threads) or self.threads or 1
         if self._runner is not None and self.threads != threads:
             self.close()
@@ -472,6 +474,7 @@ class MetaScheduleRunner(Runner):
 
         if not items:
             return []
+        keep_interrupts()
         dev = device_type(target)
         t0 = time.perf_counter()
         futs = self.runner.run([RunnerInput(path, dev, args) for path, args in items])
