@@ -156,7 +156,10 @@ def _free_port():
     (["--target", "{bad json"], ["not valid JSON"]),
     (["--target", "llvm -mcpu=znver3"], ["old string form", "'{\"kind\": \"llvm\", \"mcpu\": \"znver3\"}'"]),
     (["--target", '{"kind": "llvm", "mcpu": "notacpu"}'], ["mcpu 'notacpu' is not a CPU LLVM knows"]),
-    (["--target", "cuda"], ["no cuda device"]),
+    # slow: the CUDA task's tensor intrinsics import for 20-45 s before the device check; the quick version:
+    # test_a_target_without_its_device_is_refused_by_the_runner. On a machine with a CUDA device there is no error.
+    pytest.param(["--target", "cuda"], ["no cuda device"], marks=[pytest.mark.slow, pytest.mark.skipif(
+        "__import__('tvm').cuda(0).exist", reason="this machine has a CUDA device")]),
     (["--n-trial", "0"], ["--n-trial 0"]),
     (["--n-trial", "-5"], ["--n-trial -5"]),
     (["--tuner", "annealing-please"], ["unknown tuner 'annealing-please'"]),
@@ -164,6 +167,27 @@ def _free_port():
 def test_bad_input_gets_one_line(tmp_path, args, fragments, capsys):
     p = release_here(capsys, "tune", "--workload", "tiny.matmul.1", "--log", str(tmp_path / "x.jsonl"), *FAST, *args)
     assert_one_line_error(p, *fragments)
+
+
+def test_a_target_without_its_device_is_refused_by_the_runner():
+    """What `release tune --target cuda` checks before building the knob space (the slow CLI case above):
+    the runner names the missing device and the fix in one line; where the device exists, no error."""
+    import tvm
+
+    from release.errors import MeasureError
+    from release.measure import LocalRunner
+
+    runner = LocalRunner(number=1, repeat=1, min_repeat_ms=0)
+    assert runner.check_device(tvm.target.Target({"kind": "llvm"})) is None
+    cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_90"})
+    if tvm.cuda(0).exist:
+        assert runner.check_device(cuda) is None
+    else:
+        with pytest.raises(MeasureError, match="^no cuda device on this machine to run cuda kernels: measure "
+                                               "through a TVM RPC tracker") as err:
+            runner.check_device(cuda)
+        assert "\n" not in str(err.value)
+    runner.close()
 
 
 @pytest.mark.parametrize("command", ["tune", "tune-model"])

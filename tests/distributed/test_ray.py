@@ -169,7 +169,7 @@ def test_local_ray_cluster_tunes_tiny_cnn_and_resumes_a_killed_worker(tmp_path):
     assert [f for f in left if f.endswith((".pid", ".chunk", ".pause", ".paused"))] == [], left
     db = apply_history_best(log).database(tasks)
     out = M.evaluate(model, M.compile_model(model, "llvm", db), number=2, repeat=2)
-    assert out["max_abs_err"] < 1e-4 and out["latency_ms"] > 0
+    assert out["max_abs_err"] < 1e-4 and 0 < out["fastest_ms"] <= out["latency_ms"]
     # the coordinator run again with the same arguments: everything is done, nothing is measured
     again = tune_model_ray(tasks, n_trial, log, measure_args=FAST, address="local", num_cpus=2, progress=False)
     assert len(load_records(log)) == n_trial and not ray.is_initialized()
