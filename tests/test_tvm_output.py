@@ -174,9 +174,10 @@ FAST = ["--number", "1", "--repeat", "1", "--min-repeat-ms", "0", "--no-progress
 def test_tune_model_on_an_onnx_model_with_pooling_is_quiet_and_resumes_its_agents(tmp_path):
     path = _pooling_onnx(tmp_path / "pool.onnx")
     log = tmp_path / "p.jsonl"
-    cmd = [sys.executable, "-m", "release.cli", "tune-model", "--model", path, "--tuner", "release+", "--plan-size",
-           "4", "--log", str(log), "--compare", "untuned,torch", *FAST]
-    p = subprocess.run([*cmd, "--n-trial", "16"], capture_output=True, text=True, timeout=1200)
+    cmd = ["tune-model", "--model", path, "--tuner", "release+", "--plan-size", "4", "--log", str(log),
+           "--compare", "untuned,torch", *FAST]
+    cli = [sys.executable, "-m", "release.cli"]
+    p = subprocess.run([*cli, *cmd, "--n-trial", "16"], capture_output=True, text=True, timeout=1200)
     assert p.returncode == 0, p.stdout + p.stderr
     assert not CHATTER.search(p.stderr), p.stderr  # no TVM or frontend line on the console
     out = p.stdout
@@ -189,7 +190,7 @@ def test_tune_model_on_an_onnx_model_with_pooling_is_quiet_and_resumes_its_agent
     assert files and not list(tmp_path.glob("p.*.agent.pt"))  # in the folder, none beside the log
     assert f"{agents}{os.sep}: {len(files)} PPO agent checkpoint" in out
     # the same command with a larger budget resumes the log and each task's agent from the folder
-    again = subprocess.run([*cmd, "--n-trial", "24", "-v"], capture_output=True, text=True, timeout=1200)
+    again = subprocess.run([*cli, "-v", *cmd, "--n-trial", "24"], capture_output=True, text=True, timeout=1200)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "(resuming)" in again.stdout
     assert f"agent resumed from {agents}{os.sep}" in again.stderr, again.stderr
