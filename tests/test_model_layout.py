@@ -33,9 +33,9 @@ class _Blocks(torch.nn.Module):
 
 
 class _Odd(torch.nn.Module):
-    """What stays NCHW or needs the general compute: a batch norm after a conv (folded into its weights)
-    and one after a relu (decomposed, blocked), a depthwise conv (groups = channels: blocked, with its own
-    compute), a strided, dilated, asymmetrically padded conv and an output-channel count of 1 (stays NCHW)."""
+    """What needs the general compute: a batch norm after a conv (folded into its weights) and one after
+    a relu (decomposed, blocked), a depthwise conv (groups = channels: blocked, with its own compute), a
+    strided, dilated, asymmetrically padded conv and an output-channel count of 1 (padded to a block)."""
 
     def __init__(self):
         super().__init__()
@@ -69,6 +69,7 @@ def test_blocked_model_tasks_tuned_compiled_and_equal_to_pytorch(blocks, fast_me
 
     from release.measure import apply_history_best
     from release.target import resolve_target
+    from release.relax.pad import channel_pad
     from release.task import vector_lanes
     from release.workloads import block_sizes
 
@@ -77,12 +78,13 @@ def test_blocked_model_tasks_tuned_compiled_and_equal_to_pytorch(blocks, fast_me
     tasks = M.extract_tasks(blocks, target, layout="NCHWc")
     convs = [t for t in tasks if "conv2d" in t.name]
     assert len(convs) == 3 and all("conv2d_NCHWc" in t.name for t in convs), [t.name for t in tasks]
-    # the blocks follow the target's vector lanes; the RGB conv keeps a 3-channel input block
+    # the output blocks are the target's vector lanes, the channels padded to whole blocks (8 -> 16 with
+    # AVX-512); the RGB conv keeps a 3-channel input block
     weights = sorted(_shapes(t.mod["main"])[1] for t in convs)
     want = []
     for c, k, r in ((3, 8, 3), (8, 16, 3), (16, 16, 1)):
-        cb, kb = block_sizes(c, k, lanes)
-        want.append((k // kb, c // cb, r, r, cb, kb))
+        cb = 3 if c == 3 else lanes
+        want.append((channel_pad(k, lanes) // lanes, channel_pad(c, cb) // cb, r, r, cb, lanes))
     assert weights == sorted(want)
     # activations change layout only at the boundaries (input in, before the flatten out); weights
     # were transformed at compile time, so no layout transform has a 6-D (weight) output
@@ -105,20 +107,21 @@ def test_blocked_model_tasks_tuned_compiled_and_equal_to_pytorch(blocks, fast_me
     assert out["max_abs_err"] < 1e-4
 
 
-def test_explicit_block_and_convolutions_that_stay_nchw():
+def test_explicit_block_and_padded_convolutions():
     from release.target import resolve_target
 
     target = resolve_target("llvm")
     m = M.from_pytorch(_Odd(), [torch.randn(1, 8, 9, 9)], name="odd")
     tasks = M.extract_tasks(m, target, layout="NCHW4c", prepack=False)
     names = [t.name for t in tasks]
-    blocked = [t for t in tasks if "fused_conv2d_NCHWc" in t.name]
-    assert len(blocked) == 1, names  # only the dense conv; the 1-output-channel conv stays NCHW
+    blocked = sorted((t for t in tasks if "fused_conv2d_NCHWc" in t.name), key=lambda t: -t.flop)
+    assert len(blocked) == 2, names  # the dense convs, the 1-output-channel one padded to a block of 4
     assert _shapes(blocked[0].mod["main"])[1] == (4, 2, 3, 3, 4, 4)  # NCHW4c: blocks of 4, not the target's lanes
+    assert _shapes(blocked[1].mod["main"])[1] == (1, 4, 1, 1, 4, 4)  # 16 -> 1 channels padded to 16 -> 4
     depthwise = [t for t in tasks if "depthwise_conv2d_NCHWc" in t.name]
     assert len(depthwise) == 1, names  # the depthwise conv blocked too (OIHW1i4o), its relu in its epilogue
     assert _shapes(depthwise[0].mod["main"])[1] == (4, 1, 3, 3, 1, 4) and "relu" in depthwise[0].name
-    assert sum("conv2d" in n and "NCHWc" not in n for n in names) == 1, names
+    assert not any("conv2d" in n and "NCHWc" not in n for n in names), names
     # stride 2, dilation 2, padding (1, 2), the folded and the decomposed batch norms give PyTorch's output
     out = M.evaluate(m, M.compile_model(m, target, layout="NCHW4c", prepack=False), number=1, repeat=1,
                      rtol=1e-4, atol=1e-4)

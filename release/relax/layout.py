@@ -206,6 +206,12 @@ def layout_passes(target, layout: str | None) -> list:
     ModelError
         Bad ``layout`` (:func:`model_layout`).
     """
+    return _layout_passes(target, layout, {})
+
+
+def _layout_passes(target, layout: str | None, state: dict) -> list:
+    """:func:`layout_passes`; ``state`` gets ``"kept"`` (weights of the convolutions kept NCHW beside a
+    concat) and ``"failed"`` (TVM's error when ``ConvertLayout`` failed on the model), per module."""
     from tvm import relax
 
     from ..task import vector_lanes
@@ -215,6 +221,7 @@ def layout_passes(target, layout: str | None) -> list:
         return []
     lanes = lanes or vector_lanes(target)
     kept: list = []  # weights of the convolutions kept NCHW, set per module by _convert_layout_or_keep
+    state["kept"], state["lanes"] = kept, lanes
 
     def per_call(call):
         if call.op.name != "relax.nn.conv2d":
@@ -226,8 +233,8 @@ def layout_passes(target, layout: str | None) -> list:
         return {"relax.nn.conv2d": want or [keep[0], keep[1], keep[2] or keep[0]]}
 
     return [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant(),
-            relax.transform.DecomposeOpsForInference(), _convert_layout_or_keep(per_call, lanes, kept),
-            relax.transform.FoldConstant()]
+            relax.transform.DecomposeOpsForInference(), relax.transform.FoldConstant(),
+            _convert_layout_or_keep(per_call, lanes, kept, state), relax.transform.FoldConstant()]
 
 
 def _elementwise_with_layout(mod):
@@ -288,10 +295,11 @@ def _op_name(expr) -> str | None:
     return expr.op.name if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) else None
 
 
-def _convs_into_concat(mod) -> list:
-    """The weights (``args[1]``) of the ``nn.conv2d`` calls whose output reaches a ``concat`` through
-    ops other than ``nn.conv2d`` (a bias add, a relu, a pooling: the ops ``ConvertLayout`` carries a
-    blocked layout through), in ``mod``'s Relax functions."""
+def _convs_into_concat(mod, lanes: int) -> list:
+    """The weights (``args[1]``) of the ``nn.conv2d`` calls whose output channels are not whole blocks
+    of ``lanes`` and whose output reaches a ``concat`` through ops other than ``nn.conv2d`` (a bias add,
+    a relu, a pooling: the ops ``ConvertLayout`` carries a blocked layout through), in ``mod``'s Relax
+    functions: blocked, they would give the concat inputs in different blocks."""
     from tvm import relax
 
     weights = []
@@ -309,6 +317,9 @@ def _convs_into_concat(mod) -> list:
         for var, value in values.items():
             if _op_name(value) != "relax.nn.conv2d":
                 continue
+            out = _static_shape(var)
+            if out is not None and len(out) == 4 and out[1] % lanes == 0:
+                continue
             seen, todo = set(), [var]
             while todo:
                 nxt = [u for u in users.get(todo.pop(), []) if u not in seen]
@@ -320,27 +331,40 @@ def _convs_into_concat(mod) -> list:
     return weights
 
 
-def _blocked_convs(mod, lanes: int, kept: list = ()) -> int:
-    """How many ``nn.conv2d`` calls of ``mod``'s Relax functions :func:`conv2d_blocked_layouts` would
-    block (those whose weight is in ``kept`` excepted)."""
+def _conv_calls(mod) -> list:
+    """The ``nn.conv2d`` calls of ``mod``'s Relax functions, in post order."""
     from tvm import relax
 
-    count = [0]
+    calls: list = []
 
     def visit(expr):
-        if _op_name(expr) == "relax.nn.conv2d" and not any(expr.args[1].same_as(w) for w in kept):
-            count[0] += conv2d_blocked_layouts(expr, lanes) is not None
+        if _op_name(expr) == "relax.nn.conv2d":
+            calls.append(expr)
 
     for _, func in mod.functions.items():
         if isinstance(func, relax.Function):
             relax.analysis.post_order_visit(func, visit)
-    return count[0]
+    return calls
 
 
-def _convert_layout_or_keep(per_call, lanes: int, kept: list):
+def _blocked_convs(mod, lanes: int, kept: list = ()) -> int:
+    """How many ``nn.conv2d`` calls of ``mod``'s Relax functions :func:`conv2d_blocked_layouts` would
+    block (those whose weight is in ``kept`` excepted)."""
+    return sum(conv2d_blocked_layouts(c, lanes) is not None for c in _conv_calls(mod)
+               if not any(c.args[1].same_as(w) for w in kept))
+
+
+def _convert_layout_or_keep(per_call, lanes: int, kept: list, state: dict | None = None):
     """Relax ``ConvertLayout`` with ``per_call``, run only where a conv2d gets blocked, and the model
-    kept as it is when TVM's pass fails (one warning). ``kept`` (read by ``per_call``) is set to the
-    module's :func:`_convs_into_concat` first.
+    kept as it is when TVM's pass fails (one warning).
+
+    First every convolution's channels are padded to whole blocks of ``lanes``
+    (:func:`release.relax.pad.pad_conv_channels`), so every activation a convolution produces is in
+    the one block ``NCHW{lanes}c`` and a ``concat`` of them stays blocked (TVM 0.27's concat layout
+    inference takes its first input's layout for all of them and fails on inputs blocked differently:
+    "Invalid layout axis 16b"). ``kept`` (read by ``per_call``) is then set to the convolutions whose
+    output still reaches a ``concat`` in another block (:func:`_convs_into_concat`: a weight that is not
+    a constant cannot be padded), which keep NCHW.
 
     TVM 0.27's ``ConvertLayout`` dies with ``std::bad_alloc`` on the BERT-base encoder layer (no
     conv2d at all; found running the model tier with NCHWc): a model with nothing to block is not
@@ -350,24 +374,127 @@ def _convert_layout_or_keep(per_call, lanes: int, kept: list):
     import tvm
     from tvm import relax
 
+    from .pad import pad_conv_channels
+
     @tvm.transform.module_pass(opt_level=0, name="release.ConvertLayoutOrKeep")
     def convert(mod, ctx):
-        kept[:] = _convs_into_concat(mod)
+        if not _conv_calls(mod):
+            return mod
+        original = mod
+        mod = _elementwise_with_layout(mod)
+        mod = pad_conv_channels(lanes)(mod)
+        kept[:] = _convs_into_concat(mod, lanes)
         n = _blocked_convs(mod, lanes, kept)
         if n == 0:
-            return mod
-        mod = _elementwise_with_layout(mod)
+            return original
         try:
-            return relax.transform.ConvertLayout({}, per_call)(mod)
+            mod = relax.transform.ConvertLayout({}, per_call)(mod)
+            # one transform per tensor and layout: ConvertLayout transforms an input once per consumer
+            mod = relax.transform.EliminateCommonSubexpr()(mod)
         except Exception as err:  # noqa: BLE001 - TVM's errors (InternalError, ...) come as several classes
             why = (str(err).strip().splitlines() or [""])[-1][:200]
+            if state is not None:
+                state["failed"] = f"{type(err).__name__}: {why}"
             from ..notes import warn_once  # extraction and the compile run this pass alike: said once
 
             warn_once(logger, "blocked layout: TVM's ConvertLayout failed on this model (%s: %s); its %d conv2d "
                       "keep the imported NCHW layout", type(err).__name__, why, n)
+            return original
+        try:
+            return _resize_blocked(mod)
+        except Exception as err:  # noqa: BLE001 - an optimization: the converted model is right without it
+            logger.debug("resize kept in NCHW: %s", err)
             return mod
 
     return convert
+
+
+def _maps_as(index_map, shape: list, want) -> bool:
+    """True when ``index_map`` sends a few points of ``shape`` where ``want`` (a Python function) does."""
+    import tvm
+
+    points = [[0] * len(shape), [d - 1 for d in shape], [min(1, d - 1) for d in shape],
+              [d // 2 for d in shape]]
+    try:
+        for p in points:
+            got = [int(e) for e in index_map.map_indices([tvm.tirx.IntImm("int64", v) for v in p])]  # folded
+            if got != list(want(*p)):
+                return False
+    except Exception:  # noqa: BLE001 - a map TVM cannot apply to constants (TVMError, TypeError): not this one
+        return False
+    return True
+
+
+def _resize_blocked(mod):
+    """``image.resize2d`` run in the channel-blocked layout: TVM 0.27's ``ConvertLayout`` keeps a resize in
+    NCHW (a layout transform out of ``NCHW{b}c`` before it and one back after it), though its
+    legalization (``topi.image.resize2d``) takes ``NCHW{b}c`` as is. Each resize whose input is such a
+    transform is rewritten to resize the blocked tensor, and a transform back into the same block after it
+    takes the blocked result: a U-Net's upsamplings stay blocked. Exact: the same operator per channel."""
+    import tvm
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class Rewrite(relax.PyExprMutator):
+        def __init__(self, mod):
+            super().__init__(mod)
+            self.unblocked = {}  # NCHW var -> (its NCHW{b}c source, b, the unblocking map)
+            self.resized = {}  # NCHW resize var -> (the blocked resize var, b)
+
+        def visit_var_binding_(self, binding):
+            v, var = binding.value, binding.var
+            name = _op_name(v)
+            if name == "relax.layout_transform" and isinstance(var, relax.DataflowVar):
+                src, imap = v.args[0], v.attrs.index_map
+                s_in, s_out = _static_shape(src), _static_shape(var)
+                if s_in and s_out and len(s_in) == 5 and len(s_out) == 4:
+                    b = s_in[4]
+                    if _maps_as(imap, s_in, lambda n, c, h, w, cb: (n, c * b + cb, h, w)):
+                        self.unblocked[var] = (src, b, imap)
+                elif s_in and s_out and len(s_in) == 4 and len(s_out) == 5 and src in self.resized:
+                    r5, b = self.resized[src]
+                    if b == s_out[4] and _maps_as(imap, s_in, lambda n, c, h, w: (n, c // b, h, w, c % b)):
+                        self.set_var_remap(var, r5)
+                        return None
+            if name == "relax.concat" and isinstance(var, relax.DataflowVar) and isinstance(v.args[0], relax.Tuple) \
+                    and v.attrs.axis is not None and int(v.attrs.axis) == 1 and len(_static_shape(var) or []) == 4:
+                blocked = [self.resized.get(f) or (self.unblocked[f][::2][0], self.unblocked[f][1])
+                           if f in self.resized or f in self.unblocked else None for f in v.args[0].fields]
+                imaps = [self.unblocked[f][2] for f in v.args[0].fields if f in self.unblocked]
+                if all(blocked) and imaps and len({b for _, b in blocked}) == 1:
+                    # a concat of tensors that were blocked in one block (a resize's output among them):
+                    # concatenated blocked, along the channel blocks
+                    c5 = self.builder_.emit(relax.op.concat([self.visit_expr(x) for x, _ in blocked], axis=1))
+                    self.resized[var] = (c5, blocked[0][1])
+                    self.unblocked[var] = (c5, blocked[0][1], imaps[0])
+                    self.set_var_remap(var, self.builder_.emit(relax.op.layout_transform(c5, imaps[0])))
+                    return None
+            if name == "relax.image.resize2d" and isinstance(var, relax.DataflowVar) and \
+                    str(v.attrs.layout) == "NCHW" and v.args[0] in self.unblocked:
+                src, b, imap = self.unblocked[v.args[0]]
+                a = v.attrs
+                r5 = self.builder_.emit(relax.op.image.resize2d(
+                    self.visit_expr(src), self.visit_expr(v.args[1]), roi=[float(x) for x in a.roi],
+                    layout=f"NCHW{b}c", method=str(a.method),
+                    coordinate_transformation_mode=str(a.coordinate_transformation_mode),
+                    rounding_method=str(a.rounding_method), cubic_alpha=float(a.cubic_alpha),
+                    cubic_exclude=int(a.cubic_exclude), extrapolation_value=float(a.extrapolation_value),
+                    out_dtype=dtype_attr(a.out_dtype)))
+                self.resized[var] = (r5, b)
+                self.unblocked[var] = (r5, b, imap)
+                self.set_var_remap(var, self.builder_.emit(relax.op.layout_transform(r5, imap)))
+                return None
+            return super().visit_var_binding_(binding)
+
+    changed = False
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            new = Rewrite(mod).visit_expr(func)
+            if not new.same_as(func):
+                mod = mod.clone() if not changed else mod
+                mod[gv] = new
+                changed = True
+    return relax.transform.DeadCodeElimination()(mod) if changed else mod
 
 
 def _fuse_passes(target, prepack: bool, layout: str | None = None, pad: bool = False) -> list:
@@ -400,3 +527,139 @@ def _fuse_passes(target, prepack: bool, layout: str | None = None, pad: bool = F
     return [*blocked, *dispatch, legalize, relax.transform.AnnotateTIROpPattern(),
             relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(), *padding,
             *([relax.transform.AttachAttrLayoutFreeBuffers()] if prepack else [])]
+
+
+def conv2d_unblocked_reason(call, lanes: int) -> str:
+    """Why :func:`conv2d_blocked_layouts` keeps one Relax ``nn.conv2d`` call in its layout, in a few words.
+
+    Read on the model after :func:`release.relax.pad.pad_conv_channels` (whose channel padding makes
+    every static NCHW convolution with a constant weight blockable, depthwise ones included)."""
+    a = call.attrs
+    if str(a.data_layout) != "NCHW" or str(a.kernel_layout) != "OIHW" or str(a.out_layout) not in ("", "NCHW"):
+        return f"layouts {a.data_layout}/{a.kernel_layout} are not NCHW/OIHW"
+    data, weight = _static_shape(call.args[0]), _static_shape(call.args[1])
+    if data is None or weight is None or len(data) != 4 or len(weight) != 4:
+        return "a symbolic or unknown shape"
+    groups = int(a.groups)
+    if groups != 1 and not (groups == data[1] == weight[0] and weight[1] == 1):
+        kind = (f"depthwise with channel multiplier {weight[0] // groups}" if groups == data[1]
+                else f"grouped ({groups} groups of {weight[1]} -> {weight[0] // groups} channels)")
+        return f"{kind}: no blocked compute for it"
+    import tvm
+
+    if not isinstance(call.args[1], tvm.ir.Constant):
+        return f"its weight is a runtime input, so its channels cannot be padded to blocks of {lanes}"
+    return f"no channel block above 1 divides {weight[0]} output channels"
+
+
+def _describe_conv(call) -> str:
+    a = call.attrs
+    data, weight = _static_shape(call.args[0]), _static_shape(call.args[1])
+    if data is None or weight is None or len(weight) != 4:
+        return "conv2d"
+    stride = "x".join(str(int(x)) for x in a.strides)
+    groups = f", groups {int(a.groups)}" if int(a.groups) != 1 else ""
+    return (f"conv2d {weight[2]}x{weight[3]} stride {stride}{groups}: {data[1]} -> {weight[0]} channels "
+            f"on {'x'.join(map(str, data))}")
+
+
+class LayoutSummary:
+    """How a model's convolutions come out of :func:`layout_passes`: ``convs`` conv2d calls, ``blocked``
+    of them channel-blocked, ``transforms`` activation layout transforms in the model's functions (those
+    of constant weights excepted: they run at compile time), ``unblocked`` one ``(conv, reason)`` per
+    convolution kept in its layout. :meth:`lines` is what ``release tune-model`` prints."""
+
+    def __init__(self, layout: str, convs: int, blocked: int, transforms: int, unblocked: list):
+        self.layout, self.convs, self.blocked, self.transforms = layout, convs, blocked, transforms
+        self.unblocked = list(unblocked)
+
+    def lines(self) -> list[str]:
+        """One line of counts, then one line per unblocked convolution with its reason."""
+        head = (f"{self.blocked} of {self.convs} conv2d blocked ({self.layout}); "
+                f"{self.transforms} activation layout transform{'s' if self.transforms != 1 else ''}")
+        if model_layout(self.layout) is None:
+            return [head]  # NCHW asked: nothing to explain per convolution
+        return [head] + [f"{conv} stays NCHW: {why}" for conv, why in self.unblocked]
+
+    def __repr__(self):
+        return f"LayoutSummary({'; '.join(self.lines())})"
+
+
+def layout_summary(model: Model, target, layout: str | None) -> LayoutSummary:
+    """How many of ``model``'s convolutions :func:`layout_passes` blocks, how many activation layout
+    transforms it leaves, and why each other convolution keeps its layout.
+
+    Runs the layout passes alone (the weights bound; no legalization, fusion or code generation): a
+    second or two on an Inception-sized model.
+
+    Parameters
+    ----------
+    model : Model
+    target : tvm.target.Target, str or dict
+    layout : str or None
+        As :func:`model_layout` takes it.
+
+    Returns
+    -------
+    LayoutSummary
+        For NCHW, every convolution unblocked with the reason "layout NCHW asked".
+
+    Raises
+    ------
+    ModelError
+        Bad ``layout``.
+    """
+    import tvm
+    from tvm import relax
+
+    from ..target import resolve_target
+
+    target = resolve_target(target)
+    mod = model.mod
+    if model.params:
+        mod = relax.transform.BindParams("main", model.params)(mod)
+    state: dict = {}
+    passes = _layout_passes(target, layout, state)
+    if not passes:
+        convs = _conv_calls(mod)
+        return LayoutSummary(layout or "NCHW", len(convs), 0, 0, [(_describe_conv(c), "layout NCHW asked")
+                                                                   for c in convs])
+    with target:
+        mod = tvm.transform.Sequential(passes[:-1])(mod)  # the weights' transforms left unfolded
+    convs = _conv_calls(mod)
+    blocked = [c for c in convs if str(c.attrs.data_layout) != "NCHW"]
+    unblocked = []
+    for c in convs:
+        if str(c.attrs.data_layout) != "NCHW":
+            continue
+        if state.get("failed"):
+            why = f"TVM's ConvertLayout failed on this model ({state['failed'][:120]})"
+        elif any(c.args[1].same_as(w) for w in state.get("kept", ())):
+            why = "its output reaches a concat in another channel block (its weight cannot be padded)"
+        else:
+            why = conv2d_unblocked_reason(c, state["lanes"])
+        unblocked.append((_describe_conv(c), why))
+    return LayoutSummary(layout, len(convs), len(blocked), _activation_transforms(mod), unblocked)
+
+
+def _activation_transforms(mod) -> int:
+    """``layout_transform`` calls (Relax operators or ``call_tir`` of a ``layout_transform`` PrimFunc) in
+    ``mod``'s Relax functions whose input is not a constant."""
+    import tvm
+    from tvm import relax
+
+    count = [0]
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+
+    def visit(expr):
+        name = _op_name(expr)
+        if name == "relax.layout_transform" and not isinstance(expr.args[0], tvm.ir.Constant):
+            count[0] += 1
+        elif name == "relax.call_tir" and expr.op.same_as(call_tir) and "layout_transform" in expr.args[0].name_hint:
+            args = expr.args[1].fields if isinstance(expr.args[1], relax.Tuple) else []
+            count[0] += not (args and isinstance(args[0], tvm.ir.Constant))
+
+    for _, func in mod.functions.items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return count[0]
