@@ -432,6 +432,10 @@ def run_tune_model(config: TuneModelConfig, renderer: TuneModelRenderer | None =
     model = M.load_model(config.model)
     tasks = M.extract_tasks(model, target, progress=config.progress, layout=config.layout)
     r.extracted(model, tasks, time.time() - t0, config.layout)
+    if M.model_layout(config.layout) is not None:  # blocked: convolutions blocked, layout transforms, the rest named
+        from ..relax.layout import layout_summary
+
+        r.layout(layout_summary(model, target, config.layout))
     log = config.log
     from ..measure import check_log_cache_flush
 

@@ -19,6 +19,10 @@ class TuneModelRenderer:
     def extracted(self, model, tasks: list, seconds: float, layout: str) -> None:
         """``tasks`` extracted from ``model`` in ``seconds`` with the conv2d ``layout``."""
 
+    def layout(self, summary) -> None:
+        """How the model's convolutions came out of the blocked layout's passes
+        (:class:`release.relax.layout.LayoutSummary`: blocked of all, layout transforms, each one unblocked and why)."""
+
     def tuner(self, name: str, n_trial: int) -> None:
         """The tuner every task runs (``--tuner``) and the run's trial budget."""
 
@@ -94,6 +98,10 @@ class TuneModelPrinter(TuneModelRenderer):
               + ("pre-packed (layout-free)" if any(t.layout_free for t in tasks) else "as written")
               + (f"; conv2d layout {layout} ({plural(sum('conv2d_NCHWc' in t.name for t in tasks), 'blocked conv2d task')})"
                  if layout != "NCHW" else ""))
+
+    def layout(self, summary) -> None:
+        for line in summary.lines():
+            print(f"layout   {line}")
 
     def tuner(self, name: str, n_trial: int) -> None:
         from .tune import tuner_why
