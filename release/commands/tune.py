@@ -441,6 +441,12 @@ class TunePrinter(TuneRenderer):
         prepack = ", prepack=False" if cfg.prepack is False else ""
         print(f"log      {log} (the same command resumes it)" + (f"; MetaSchedule database {cfg.database}"
                                                                  if cfg.database else ""))
+        from ..optimizers.ppo import agent_checkpoint_path
+
+        agent = agent_checkpoint_path(log, result.task.key)
+        if os.path.exists(agent):  # a PPO tuner's agent, in the folder named after the log
+            print(f"agent    {agent} (the PPO agent, resumed with the log; --warm-start starts another task's agent "
+                  "from it; remove its folder with the log)")
         threads = thread_count(result.task.target)
         print(f"use      import os; os.environ.setdefault('TVM_NUM_THREADS', '{threads}')  # the {threads} threads the "
               "kernel was tuned on, set before tvm starts its thread pool")

@@ -41,6 +41,10 @@ class TuneModelRenderer:
     def tuned_tasks(self, result, tasks: list, lost: list, chunk: int) -> None:
         """Tuning ended: ``result`` of :func:`release.relax.tune_model`; ``lost`` tasks keep TVM's default."""
 
+    def in_model_ranked(self, result) -> None:
+        """The in-model ranking ran after tuning (``--in-model-rank``): ``result`` is a
+        :class:`release.relax.finish.FinishResult`."""
+
     def compiling(self, note: str | None) -> None:
         """The tuned model is about to be compiled; ``note`` is the log's report (None: nothing to say)."""
 
@@ -69,7 +73,8 @@ class TuneModelRenderer:
         """MetaSchedule's build timed; its tuning took ``wall_s``."""
 
     def compared_torch(self, reference) -> None:
-        """PyTorch eager timed (:func:`release.relax.torch_reference`; None: no PyTorch module)."""
+        """PyTorch eager timed (:func:`release.relax.torch_reference`; None: no PyTorch module, an ONNX
+        file, whose output is checked against ONNX Runtime instead)."""
 
     def compared_runtime(self, runtime: str, result: dict) -> None:
         """ONNX Runtime or OpenVINO timed (:func:`release.reference.time_onnx_runtime`; ``{"error": why}``: n/a)."""
@@ -155,6 +160,20 @@ class TuneModelPrinter(TuneModelRenderer):
         if untuned:
             print(f"budget   {untuned} of {len(tasks)} tasks got no trial (TVM's default schedule); "
                   f"--n-trial {chunk * len(tasks)} or more covers every task once")
+
+    def in_model_ranked(self, result) -> None:
+        names = list(dict.fromkeys(r["task"] for r in result.rows))
+        print(f"in-model {len(names)} of the hottest tasks ranked inside the compiled model in {result.wall_s:.0f} s, "
+              f"{len(result.changed)} changed (log {result.log})"
+              + (f"; {len(result.resumed)} already ranked in that log" if result.resumed else ""), flush=True)
+        for name in names:
+            rows = [r for r in result.rows if r["task"] == name]
+            first, kept = rows[0], next((r for r in rows if r["chosen"]), rows[0])
+            print(f"         {name}: fastest alone {first['alone_ms']:.3f} ms, {first['in_model_ms']:.3f} ms in the "
+                  f"model ({first['ratio']:.2f}x); kept candidate {kept['rank']} of {len(rows)}: "
+                  f"{kept['alone_ms']:.3f} ms alone, {kept['in_model_ms']:.3f} ms in the model")
+        for name, why in result.skipped.items():
+            print(f"         {name}: not ranked ({why})")
 
     def compiling(self, note: str | None) -> None:
         print("compile  the tuned model (compile_relax with the log's best records)...", flush=True)
