@@ -61,6 +61,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--memory-budget", default="2000",
                    help="with --memory-order: objective evaluations of the search")
     add_measure_args(p)
+    p.add_argument("--in-model-rank", type=int, default=0, metavar="TASKS",
+                   help="after tuning, time the 4 fastest configs of the TASKS hottest tasks inside the compiled "
+                        "model and keep the fastest there (release.relax.finish; logged beside --log as "
+                        "<stem>.in-model.jsonl, resumable; costs one model compile and a build per candidate); "
+                        "0: off")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="tune the tasks in parallel on a Ray cluster: 'local' (this machine), 'auto', HOST:PORT or "
@@ -104,6 +109,8 @@ class TuneModelConfig:
     ray: str | None
     ray_cpus: int | None
     split: str | None
+    in_model_rank: int = 0
+    """Tasks the in-model ranking times after tuning (``--in-model-rank``; 0: none, :mod:`release.relax.finish`)."""
 
     @classmethod
     def from_args(cls, args) -> "TuneModelConfig":
@@ -143,6 +150,10 @@ class TuneModelConfig:
         if not args.ray and (args.split is not None or args.ray_cpus is not None):
             flag = "--split" if args.split is not None else "--ray-cpus"
             raise TunerError(f"{flag} applies to a Ray run: add --ray local (or --ray HOST:PORT), or drop {flag}")
+        in_model_rank = int(getattr(args, "in_model_rank", 0) or 0)
+        if in_model_rank < 0:
+            raise TunerError(f"--in-model-rank {in_model_rank}: give how many of the hottest tasks to rank inside "
+                             "the model, e.g. 3 (0: off)")
         knowledge = KnowledgeChoice.from_args(args)  # so do contradicting knowledge flags
         if args.knowledge_use and args.tuner not in MODEL_BASED:
             raise TunerError(f"--knowledge-use {args.knowledge_use}: tune-model starts only model-based tuners "
@@ -163,7 +174,8 @@ class TuneModelConfig:
                    plan_size=args.plan_size, log=log, seed=args.seed, layout=layout, knowledge=knowledge,
                    knowledge_use=args.knowledge_use, warm=knowledge.warm and args.tuner in MODEL_BASED,
                    compare=compare, memory_order=args.memory_order, memory_budget=budget, measure=measure,
-                   progress=not args.no_progress, ray=args.ray, ray_cpus=args.ray_cpus, split=args.split)
+                   progress=not args.no_progress, ray=args.ray, ray_cpus=args.ray_cpus, split=args.split,
+                   in_model_rank=in_model_rank)
 
 
 def check_log_for_model(log: str, tasks, model: str) -> list:
@@ -476,6 +488,11 @@ def run_tune_model(config: TuneModelConfig, renderer: TuneModelRenderer | None =
         option["builder"].close()
     lost = res.lost_to_default()
     r.tuned_tasks(res, tasks, lost, chunk)
+    if config.in_model_rank:  # the hottest tasks' top candidates timed inside the model; logged beside the log
+        from ..relax.finish import finish_model
+
+        r.in_model_ranked(finish_model(model, tasks, log, target=target, layout=config.layout,
+                                       n_tasks=config.in_model_rank, seed=config.seed))
     hist = apply_history_best(log)
     db = hist.database(tasks)
     r.compiling(hist.report(retune=f"release tune-model --model {config.model} --log NEW.jsonl"))
