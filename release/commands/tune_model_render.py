@@ -237,7 +237,7 @@ class TuneModelPrinter(TuneModelRenderer):
         else:
             name = self._model.name if self._model is not None else "the model"
             print(f"torch    n/a: {name} has no PyTorch module to time (an ONNX file); its output was checked "
-                  f"against {self._reference()}")
+                  f"against {self._reference()} (--compare onnxruntime times ONNX Runtime)")
         if self._bar is not None:
             self._bar.update(1)
 
