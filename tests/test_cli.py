@@ -222,11 +222,11 @@ def test_unreachable_rpc_tracker(tmp_path, capsys, connection_attempts):
     assert [t for p, t in connection_attempts if p == port] == [QUERY_TIMEOUT]
 
 
-def test_log_written_for_another_task(tmp_path):
+def test_log_written_for_another_task(tmp_path, capsys):
     log = tmp_path / "other.jsonl"
     log.write_text(json.dumps({"task": "resnet18.conv2d.6/0123", "name": "resnet18.conv2d.6",
                                "target": '{"kind": "llvm"}', "config": [0, 1]}) + "\n")
-    p = release("tune", "--workload", "tiny.matmul.1", "--log", str(log), *FAST)
+    p = release_here(capsys, "tune", "--workload", "tiny.matmul.1", "--log", str(log), *FAST)
     assert_one_line_error(p, "written for another task", "resnet18.conv2d.6")
     assert len(log.read_text().splitlines()) == 1  # untouched
 
@@ -313,12 +313,12 @@ def test_log_cut_mid_line_loses_no_record_across_two_resumes(tmp_path):
     assert len({tuple(r["config"]) for r in recs}) == 7
 
 
-def test_log_that_is_not_a_tuning_log_is_refused_untouched(tmp_path):
+def test_log_that_is_not_a_tuning_log_is_refused_untouched(tmp_path, capsys):
     """A non-log file passed as --log: one line, exit 2, file unchanged."""
     log = tmp_path / "pyproject.toml"
     text = '[project]\nname = "x"\nversion = "0.1"\n'
     log.write_text(text)
-    p = release("tune", "--workload", "tiny.matmul.1", "--log", str(log), *FAST)
+    p = release_here(capsys, "tune", "--workload", "tiny.matmul.1", "--log", str(log), *FAST)
     assert_one_line_error(p, str(log), "is not a tuning log")
     assert log.read_text() == text
 
