@@ -33,6 +33,7 @@ def test_finishing_pass_ranks_in_the_model_logs_its_choice_and_resumes(fast_meas
     assert [r["config"] for r in rows] == [list(c.config) for c in cands] and len(rows) >= 2
     assert sum(r["chosen"] for r in rows) == 1
     assert all(r["in_model_ms"] > 0 and r["spread"][0] <= r["in_model_ms"] <= r["spread"][1] for r in rows)
+    assert all(r["alone_now_ms"] > 0 and r["ratio_now"] > 0 for r in rows)  # re-timed alone beside the model
     recs = load_records(side)
     assert len(recs) == len(rows) and all(r.tuner == IN_MODEL_TUNER and r.task == task.key for r in recs)
     assert all(len(r.costs) == 2 and r.trace is not None for r in recs)  # one cost per round, applicable

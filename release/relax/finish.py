@@ -51,7 +51,10 @@ class FinishResult:
         One per timed candidate: ``task``, ``calls`` (kernel calls per inference), ``rank`` (0 = the log's
         fastest alone), ``config``, ``alone_ms`` (its logged mean cost), ``in_model_ms`` (median over rounds of
         its time per call inside the model), ``spread`` (min and max over rounds, ms), ``ratio`` (in the model
-        over alone), ``chosen`` (bool).
+        over the logged cost), ``alone_now_ms`` (median over rounds of the same kernel timed alone right after
+        each inference: 5 calls back to back on the first call's tensors, their median), ``ratio_now`` (median
+        over rounds of in the model over alone now), ``chosen`` (bool), ``wrong`` (why its output failed the
+        check, or "").
     changed : list of str
         Tasks whose in-model choice differs from their fastest config alone.
     resumed : list of str
@@ -301,6 +304,7 @@ def finish_model(model, tasks: list, log: str, target=None, layout: str | None =
             out.skipped.setdefault(task.name, "fewer than two candidates built")
             continue
         times = [[] for _ in built]
+        alone = [[] for _ in built]  # the same kernel right after, alone: back to back on the same tensors
         st["mode"] = "swap"
         for j in range(len(built)):  # one untimed inference each: first touch of stand-in weights, code pages
             st["swap"], st["i"], st["acc"] = built[j][1], 0, 0
@@ -312,6 +316,14 @@ def finish_model(model, tasks: list, log: str, target=None, layout: str | None =
                 st["swap"], st["i"], st["acc"] = built[j][1], 0, 0
                 vm["main"](*inputs)
                 times[j].append(st["acc"] / 1e9 / len(calls[key]))  # seconds per call
+                fn, cargs = built[j][1][calls[key][0]]
+                fn(*cargs)
+                ts = []
+                for _ in range(5):
+                    t0 = time.perf_counter_ns()
+                    fn(*cargs)
+                    ts.append(time.perf_counter_ns() - t0)
+                alone[j].append(float(np.median(ts)) / 1e9)
         st["mode"], st["swap"] = None, {}
         med = [float(np.median(t)) for t in times]
         order = sorted(range(len(built)), key=lambda j: med[j])
@@ -339,7 +351,9 @@ def finish_model(model, tasks: list, log: str, target=None, layout: str | None =
             out.rows.append({"task": task.name, "calls": len(calls[key]), "rank": j, "config": list(rec.config),
                              "alone_ms": rec.mean_cost * 1e3, "in_model_ms": med[j] * 1e3,
                              "spread": [float(np.min(times[j])) * 1e3, float(np.max(times[j])) * 1e3],
-                             "ratio": med[j] / rec.mean_cost, "chosen": j == chosen, "wrong": bad.get(j, "")})
+                             "ratio": med[j] / rec.mean_cost, "chosen": j == chosen, "wrong": bad.get(j, ""),
+                             "alone_now_ms": float(np.median(alone[j])) * 1e3,
+                             "ratio_now": float(np.median([a / b for a, b in zip(times[j], alone[j])]))})
         sink.append(new)
         if chosen not in (None, 0):
             out.changed.append(task.name)
