@@ -277,6 +277,7 @@ def test_cli_tune_model_layout_nchwc(tmp_path):
                         "--min-repeat-ms", "0", "--no-progress"], capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "conv2d layout NCHWc (1 blocked conv2d task)" in p.stdout
+    assert "layout   1 of 1 conv2d blocked (NCHWc); 2 activation layout transforms" in p.stdout
     assert "output matches PyTorch's" in p.stdout  # a built-in model's reference, named
     tasks = {json.loads(line)["task"] for line in log.read_text().splitlines() if line.strip()}
     assert any("conv2d_NCHWc" in t for t in tasks), tasks

@@ -192,14 +192,20 @@ def layout_passes(target, layout: str | None) -> list:
 
     ``FoldBatchnormToConv2D`` + ``FoldConstant`` (a batch norm after a conv2d becomes the conv's
     weights and a bias add), ``DecomposeOpsForInference`` (any other batch norm becomes elementwise
-    ops, which follow the blocked layout), ``ConvertLayout`` with :func:`conv2d_blocked_layouts` per convolution (elementwise
-    ops, ``add``, ``relu`` and pooling take the layout of their input, so the activation layout
-    transforms stay at the blocked region's boundaries), then ``FoldConstant``: the weights are
-    bound constants, so their ``layout_transform`` to ``OIHW{cb}i{kb}o`` is done at compile time.
-    The compiled model still takes NCHW inputs and gives NCHW outputs. A convolution whose output
-    reaches a ``concat`` (:func:`_convs_into_concat`) keeps NCHW: TVM 0.27's concat layout
-    inference fails on any channel-blocked input ("Invalid layout axis 16b"), which would otherwise
-    keep the whole model NCHW.
+    ops, which follow the blocked layout), every convolution's channels padded to whole blocks
+    (:func:`release.relax.pad.pad_conv_channels`: 147 output channels become 160 with 16 lanes, the
+    padded weights zero), ``ConvertLayout`` with :func:`conv2d_blocked_layouts` per convolution
+    (elementwise ops, ``add``, ``relu``, pooling, spatial reductions and ``concat`` take the layout of
+    their input, so the activation layout transforms stay at the blocked region's boundaries), one
+    transform per tensor (``EliminateCommonSubexpr``), resizes and their concats moved into the blocked
+    layout (:func:`_resize_blocked`), then ``FoldConstant``: the weights are bound constants, so their
+    ``layout_transform`` to ``OIHW{cb}i{kb}o`` is done at compile time. The compiled model still takes
+    NCHW inputs and gives NCHW outputs. Every activation a convolution produces is in the one block
+    ``NCHW{lanes}c`` (the model's input keeps a block that divides its channels: 3 for RGB), which is
+    what TVM 0.27's concat layout inference needs ("Invalid layout axis 16b" on inputs blocked apart).
+    Kept NCHW, each named by :func:`layout_summary`: grouped convolutions other than depthwise ones,
+    depthwise ones with a channel multiplier, convolutions whose weight is a runtime input and whose
+    channels do not divide a block.
 
     Raises
     ------
@@ -224,12 +230,15 @@ def _layout_passes(target, layout: str | None, state: dict) -> list:
     state["kept"], state["lanes"] = kept, lanes
 
     def per_call(call):
+        # a conv kept as it is names its own layouts: without them 0.27's conv2d (and conv2d_transpose:
+        # a U-Net's upsampling) layout inference fails on a blocked input ("Layouts must have the same size")
+        keep = [str(call.attrs.data_layout), str(call.attrs.kernel_layout), str(call.attrs.out_layout or "")] \
+            if call.op.name in ("relax.nn.conv2d", "relax.nn.conv2d_transpose") else None
+        if call.op.name == "relax.nn.conv2d_transpose":
+            return {call.op.name: [keep[0], keep[1], keep[2] or keep[0]]}
         if call.op.name != "relax.nn.conv2d":
             return {}
-        # a conv kept as it is names its own layouts: without them 0.27's conv2d layout inference
-        # fails on a blocked input ("Layouts must have the same size")
         want = None if any(call.args[1].same_as(w) for w in kept) else conv2d_blocked_layouts(call, lanes)
-        keep = [str(call.attrs.data_layout), str(call.attrs.kernel_layout), str(call.attrs.out_layout or "")]
         return {"relax.nn.conv2d": want or [keep[0], keep[1], keep[2] or keep[0]]}
 
     return [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant(),
