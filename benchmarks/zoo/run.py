@@ -45,21 +45,22 @@ TIER_MODELS = ("resnet18", "mobilenet_v2", "bert-base-layer")
 RUNTIMES = ("onnxruntime", "openvino")
 
 
-def _release(args: list, env: dict, log_path: str, timeout_s: float | None = None) -> int:
-    """``release ARGS`` in a child process, its output appended to ``log_path``; SIGINT after ``timeout_s``."""
+def _release(args: list, env: dict, log_path: str, timeout_s: float | None = None) -> tuple[int, str]:
+    """``release ARGS`` in a child process, its output appended to ``log_path``; SIGINT after ``timeout_s``
+    (SIGKILL 300 s later if it has not ended). Returns ``(exit status, "finished" | "interrupted" | "killed")``."""
     with open(log_path, "a") as f:
         f.write(f"$ release {' '.join(args)}\n")
         f.flush()
         p = subprocess.Popen([sys.executable, "-m", "release.cli", *args], stdout=f, stderr=subprocess.STDOUT, env=env)
         try:
-            return p.wait(timeout=timeout_s)
+            return p.wait(timeout=timeout_s), "finished"
         except subprocess.TimeoutExpired:
             p.send_signal(signal.SIGINT)  # tune-model ends its workers, the log keeps every trial measured
             try:
-                return p.wait(timeout=300)
+                return p.wait(timeout=300), "interrupted"
             except subprocess.TimeoutExpired:
                 p.kill()
-                return p.wait()
+                return p.wait(), "killed"
 
 
 def tune(model: str, folder: str, minutes: float, small: bool) -> dict:
@@ -73,13 +74,14 @@ def tune(model: str, folder: str, minutes: float, small: bool) -> dict:
     env = {**os.environ, "RELEASE_KNOWLEDGE": os.path.join(folder, "kb")}
     common = ["tune-model", "--model", onnx_path, "--log", log, "--compare", "", "--no-progress"]
     t0 = time.time()
-    _release(common + ["--n-trial", "100000"], env, os.path.join(folder, "tune.log"), timeout_s=60 * minutes)
-    tuning_s = time.time() - t0
+    _, stopped = _release(common + ["--n-trial", "100000"], env, os.path.join(folder, "tune.log"),
+                          timeout_s=60 * minutes)
+    tuning_s = min(time.time() - t0, 60 * minutes)  # the bound; the interrupt's own time is not tuning
     trials = len(load_records(log)) if os.path.exists(log) else 0
-    rc = _release(common + ["--n-trial", str(max(1, trials))], env, os.path.join(folder, "export.log"))
+    rc, _ = _release(common + ["--n-trial", str(max(1, trials))], env, os.path.join(folder, "export.log"))
     lib = os.path.join(folder, f"{model}.so")
     return {"onnx": onnx_path, "log": log, "library": lib if rc == 0 and os.path.exists(lib) else None,
-            "trials": trials, "tuning_s": tuning_s, "export_rc": rc}
+            "trials": trials, "tuning_s": tuning_s, "stopped": stopped, "export_rc": rc}
 
 
 def time_build(lib: str, inputs: list, threads: int) -> dict:
