@@ -59,11 +59,11 @@ def test_failed_builds_are_recorded_and_tuning_goes_on(matmul_task, tmp_path):
     log = tmp_path / "fail.jsonl"
     opt = measure_option(LocalBuilder(n_parallel=1, timeout=0.001), LocalRunner(number=1, repeat=1))
     tuner = autotvm.tuner.RandomTuner(matmul_task, seed=0)
-    tuner.tune(3, opt, callbacks=[autotvm.callback.log_to_file(str(log))])
+    tuner.tune(2, opt, callbacks=[autotvm.callback.log_to_file(str(log))])  # each timeout restarts the build worker
     recs = load_records(log)
-    assert len(recs) == 3
+    assert len(recs) == 2
     assert all(r.error_kind == "build_timeout" and not r.ok for r in recs)
-    assert len({tuple(r.config) for r in recs}) == 3 and tuner.trials == 3  # failures are trials, each once
+    assert len({tuple(r.config) for r in recs}) == 2 and tuner.trials == 2  # failures are trials, each once
     assert tuner.best_config is None and tuner.best_gflops == 0
 
 
