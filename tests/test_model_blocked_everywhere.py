@@ -153,8 +153,10 @@ def test_padded_channels_are_exact_at_a_model_output():
     assert out["max_abs_err"] < 1e-5
 
 
+@pytest.mark.slow
 def test_inception_tunes_a_few_trials_and_compiles(inception, fast_measure, tmp_path):
-    """A few trials of every blocked task through tune_model, compiled from the log: PyTorch's output."""
+    """A few trials of every blocked task through tune_model, compiled from the log: PyTorch's output
+    (slow: 15 knob spaces to build; the untuned blocked build is checked by the quick tests above)."""
     from release.measure import apply_history_best
 
     tasks = M.extract_tasks(inception, "llvm", layout="NCHWc")
