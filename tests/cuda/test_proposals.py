@@ -156,3 +156,31 @@ def test_a_space_with_no_config_within_its_limits_stops_with_a_count(tuner):
     r = device_bench.proposal_figures(task, tuner, seed=0, plan_size=8, trials=8, batch=8)
     assert r["measured"] == 0 and r["proposed"] == 0, r  # nothing handed in, so nothing replayed
     assert r["stop_reason"] == "no_new_config", r
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["resnet18.conv2d.6", "bert-base.dense.2"])
+def test_every_config_the_h200_ran_is_within_the_limits(workload, tmp_path):
+    """The limits refuse no config a GPU ran: every successful record of the 2026-12-04 H200 run (xgb,
+    release+ and MetaSchedule's own evolutionary search) is within them."""
+    import tarfile
+
+    from release.measure.records import load_records
+    from release.task import create_task
+
+    sp = create_task(workload, TARGET).config_space
+    n = 0
+    for call in ("call1", "call2"):
+        with tarfile.open(os.path.join(ROOT, "benchmarks", "results", "cuda", "h200-2026-12-04", call,
+                                       "logs.tar.gz")) as tar:
+            for m in tar.getmembers():
+                if not m.name.endswith(".jsonl") or f"/{workload}." not in m.name:
+                    continue
+                path = tmp_path / f"{call}-{os.path.basename(m.name)}"
+                path.write_bytes(tar.extractfile(m).read())
+                for r in load_records(str(path)):
+                    if r.ok:
+                        c = sp.config_of_record(r.config, r.trace)
+                        assert sp.feasible(c)[0], (m.name, sp.gpu.reason(c))
+                        n += 1
+    assert n >= 150  # 192 records of resnet18.conv2d.6, 209 of bert-base.dense.2
