@@ -98,6 +98,36 @@ def test_restart_after_all_shards_written_measures_nothing(tmp_path, matmul_task
     assert res.tuners[matmul_task.key].trials == 3 and res.tuners[matmul_task.key].best_cost == 1e-5
 
 
+def test_a_pause_file_holds_one_actor_once_at_a_measurement(tmp_path):
+    """``<shard>.pause`` (what the killed-worker test below uses): the first measurement after it appears
+    takes it (``<shard>.paused``, holding the pid) and waits until ``.paused`` is removed; the next
+    measurement, and a restarted actor's, do not wait. Events: the test waits for the file, not a time."""
+    from release.distributed.ray_executor import _PauseFile
+
+    from .conftest import wait_for
+
+    shard = str(tmp_path / "t.jsonl")
+    pause = _PauseFile(shard)
+    pause.on_result(None, [], [])  # no pause file: returns at once
+    open(shard + ".pause", "w").close()
+    returned = threading.Event()
+    worker = threading.Thread(target=lambda: (pause.on_result(None, [], []), returned.set()), daemon=True)
+    worker.start()
+
+    def paused_pid():
+        try:
+            return int(open(shard + ".paused").read())
+        except (OSError, ValueError):
+            return 0
+
+    assert wait_for(paused_pid, 60, "the pause to be taken", step=0.05) == os.getpid()
+    assert not os.path.exists(shard + ".pause") and not returned.is_set()  # taken, and holding
+    os.remove(shard + ".paused")
+    assert returned.wait(60)  # released by the removal (the timeout a hang guard only)
+    _PauseFile(shard).on_result(None, [], [])  # a restarted actor: the pause was taken once, nothing waits
+    assert not os.path.exists(shard + ".paused")
+
+
 @pytest.mark.slow
 def test_an_actor_that_cannot_start_is_one_cluster_error_naming_its_task(tmp_path, matmul_task):
     """The actor's tuner cannot be made: the run ends with one ClusterError naming the task and the
