@@ -528,13 +528,13 @@ def in_model_pass(records: Iterable[Record], task) -> list[Record]:
 
 def in_model_choice(records: Iterable[Record], task, alone_best: Record | None) -> Record | None:
     """The config the in-model ranking keeps for ``task``: of its latest pass (:func:`in_model_pass`), the
-    successful record with the smallest median in-model cost; None when there is no pass, or when the pass
+    successful record with the fastest in-model round (the smallest of its ``costs``: interference from other
+    work only slows a round down, the statistic of ``release.relax.evaluate``'s ``fastest_ms``); None when
+    there is no pass, or when the pass
     does not cover ``alone_best`` (the fastest config alone: tuning found a new best after the pass, whose
     choice is then stale until the pass runs again)."""
-    import statistics
-
     group = in_model_pass(records, task)
     if not group or alone_best is None or tuple(alone_best.config) not in {tuple(r.config) for r in group}:
         return None
     ok = [r for r in group if r.ok]
-    return min(ok, key=lambda r: statistics.median(r.costs)) if ok else None
+    return min(ok, key=lambda r: min(r.costs)) if ok else None

@@ -10,8 +10,9 @@ instrument hook (:meth:`tvm.runtime.vm.VirtualMachine.set_instrument`) calls the
 model's argument tensors in place of the compiled one and skips the original call
 (``VMInstrumentReturnKind.SKIP_RUN``), so every candidate runs between the model's real neighbours, on the
 buffers TVM's memory planner gave the call; no model is rebuilt per candidate. Candidates are interleaved
-(each round times every candidate once, in a shuffled order) and ranked by the median over ``rounds`` of their
-time per call. A candidate whose weights are pre-packed into another layout than the compiled kernel's gets a
+(each round times every candidate once, in a shuffled order) and ranked by their fastest round's time per call
+(other work on the machine only slows a round down: the statistic of ``release.relax.evaluate``'s
+``fastest_ms``). A candidate whose weights are pre-packed into another layout than the compiled kernel's gets a
 persistent tensor of its own layout (random values: its output is wrong during the pass, the timing is not;
 the chosen config's output is checked against the task's reference before it is kept).
 
@@ -50,7 +51,8 @@ class FinishResult:
     rows : list of dict
         One per timed candidate: ``task``, ``calls`` (kernel calls per inference), ``rank`` (0 = the log's
         fastest alone), ``config``, ``alone_ms`` (its logged mean cost), ``in_model_ms`` (median over rounds of
-        its time per call inside the model), ``spread`` (min and max over rounds, ms), ``ratio`` (in the model
+        its time per call inside the model), ``fastest_ms`` (its fastest round: the ranking's statistic), ``spread``
+        (min and max over rounds, ms), ``ratio`` (in the model
         over the logged cost), ``alone_now_ms`` (median over rounds of the same kernel timed alone right after
         each inference: 5 calls back to back on the first call's tensors, their median), ``ratio_now`` (median
         over rounds of in the model over alone now), ``chosen`` (bool), ``wrong`` (why its output failed the
@@ -185,7 +187,7 @@ def finish_model(model, tasks: list, log: str, target=None, layout: str | None =
     Notes
     -----
     Source: the in-model measurements of ``docs/design/in-model-ranking.md``; TVM 0.27's Relax VM instrument
-    hook (its ``SKIP_RUN`` return is documented for exactly such substitution). Cost: one model compile, one
+    hook (its ``SKIP_RUN`` return skips the call it is given). Cost: one model compile, one
     kernel build per candidate, ``rounds x top_k`` inferences per task.
     """
     import tvm
@@ -326,7 +328,8 @@ def finish_model(model, tasks: list, log: str, target=None, layout: str | None =
                 alone[j].append(float(np.median(ts)) / 1e9)
         st["mode"], st["swap"] = None, {}
         med = [float(np.median(t)) for t in times]
-        order = sorted(range(len(built)), key=lambda j: med[j])
+        fastest = [float(np.min(t)) for t in times]
+        order = sorted(range(len(built)), key=lambda j: fastest[j])  # as in_model_choice ranks them
         chosen, bad = None, {}
         for j in order:
             rec = built[j][0]
@@ -351,7 +354,7 @@ def finish_model(model, tasks: list, log: str, target=None, layout: str | None =
             out.rows.append({"task": task.name, "calls": len(calls[key]), "rank": j, "config": list(rec.config),
                              "alone_ms": rec.mean_cost * 1e3, "in_model_ms": med[j] * 1e3,
                              "spread": [float(np.min(times[j])) * 1e3, float(np.max(times[j])) * 1e3],
-                             "ratio": med[j] / rec.mean_cost, "chosen": j == chosen, "wrong": bad.get(j, ""),
+                             "fastest_ms": fastest[j] * 1e3, "ratio": med[j] / rec.mean_cost, "chosen": j == chosen, "wrong": bad.get(j, ""),
                              "alone_now_ms": float(np.median(alone[j])) * 1e3,
                              "ratio_now": float(np.median([a / b for a, b in zip(times[j], alone[j])]))})
         sink.append(new)
