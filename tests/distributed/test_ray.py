@@ -252,11 +252,14 @@ print("DONE", flush=True)
 
 @pytest.mark.slow
 def test_coordinator_killed_and_restarted_resumes_without_remeasuring(tmp_path):
-    """SIGKILL the coordinator (and the local Ray cluster it started) once records are on disk;
-    the same command again finishes the run and measures no config twice."""
+    """SIGKILL the coordinator (and the local Ray cluster it started) once records are on disk, while
+    one task's worker is paused after its first record (``<shard>.pause``: the run cannot end before the
+    kill, whatever the machine's speed); the same command again finishes the run and measures no config
+    twice."""
     import subprocess
     import sys
 
+    from release import relax as M
     from release.measure import load_records
 
     from .conftest import kill_tree, wait_for
@@ -264,6 +267,15 @@ def test_coordinator_killed_and_restarted_resumes_without_remeasuring(tmp_path):
     log = str(tmp_path / "c.jsonl")
     n_trial = 12
     cmd = [sys.executable, "-c", COORDINATOR, log, str(n_trial)]
+    held = shard_path(log, M.extract_tasks(M.load_model("tiny-cnn"), "llvm")[0])  # the coordinator's first task
+    os.makedirs(os.path.dirname(held))
+    open(held + ".pause", "w").close()
+
+    def paused() -> bool:
+        try:
+            return int(open(held + ".paused").read()) > 0
+        except (OSError, ValueError):
+            return False
 
     def on_disk():
         ids = set()
@@ -275,8 +287,9 @@ def test_coordinator_killed_and_restarted_resumes_without_remeasuring(tmp_path):
 
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: len(on_disk()) >= 3 or first.poll() is not None, 400, "three records", step=0.3)
-        assert first.poll() is None, first.stdout.read()
+        wait_for(lambda: (paused() and len(on_disk()) >= 3) or first.poll() is not None, 600,
+                 "a paused worker and three records", step=0.3)
+        assert first.poll() is None, first.stdout.read()  # it cannot have ended: a worker is paused
         kill_tree(first)
     finally:
         if first.poll() is None:
