@@ -78,9 +78,6 @@ def without_interrupts(fn):
     return box["value"]
 
 
-#: the name this module was known by (it blocks SIGTERM too now)
-without_sigint = without_interrupts
-
 
 def keep_interrupts() -> None:
     """Make a ``KeyboardInterrupt`` raised inside a Python callback that TVM's FFI calls come back out

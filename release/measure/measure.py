@@ -10,7 +10,7 @@
 """
 
 from ._pool import (STARTUP_TIMEOUT, keep_interrupts, set_job_timeout, stop_workers,  # noqa: F401
-                    without_interrupts, without_sigint)
+                    without_interrupts)
 from .builder import Builder, LocalBuilder, MetaScheduleBuilder  # noqa: F401
 from .measurer import Measurer, measure_defaults, measure_option  # noqa: F401
 from .result import BuildResult, ErrorKind, MeasureResult, RunResult  # noqa: F401
