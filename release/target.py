@@ -450,7 +450,8 @@ def ensure_tensor_intrinsics(target=None) -> None:
     - build workers: ``release.measure._worker.init_worker``, the initializer of
       :class:`release.measure.LocalBuilder`'s worker pool and of :func:`release.strategy.fast_builder`'s;
     - Relax model entry points that use MetaSchedule without a task: ``release.relax.extract.prepare``,
-      ``release.relax.compile.compile_model``, ``release.relax.tune.tune_with_metaschedule``; and
+      ``release.relax.compile.compile_model`` (in its body, ``_compile_model``, inside the capture of TVM's
+      output), ``release.relax.tune.tune_with_metaschedule``; and
       :func:`release.strategy.fast_builder` (``tune_tir`` / ``tune_relax`` users call it before
       MetaSchedule's ``TuneContext`` imports).
 

@@ -20,7 +20,7 @@ ENTRY_POINTS = {
     "release.task.Task.__init__",
     "release.measure._worker.init_worker",
     "release.relax.extract.prepare",
-    "release.relax.compile.compile_model",
+    "release.relax.compile._compile_model",  # compile_model's body, run inside the capture of TVM's output
     "release.relax.tune.tune_with_metaschedule",
     "release.strategy.fast_builder",
 }
