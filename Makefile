@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-slow test-tutorials bench-quick bench-regal docker clean
+.PHONY: setup run test test-slow test-models test-tutorials bench-quick bench-regal docker clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,10 +24,13 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q || [ $$? -eq 5 ]
 
-# the slow tests but the tutorials' full runs (about 17 minutes more: make test-tutorials), so CI's
-# make test + make test-slow keeps within its 90 minutes
+# the slow tests but the tutorials' full runs (about 17 minutes more: make test-tutorials) and the full-size
+# zoo models (make test-models), so CI's make test + make test-slow keeps within its 90 minutes
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m "slow and not tutorial" || [ $$? -eq 5 ]
+	$(PY) -m pytest -q -m "slow and not tutorial and not full_model" || [ $$? -eq 5 ]
+
+test-models: $(STAMP)
+	$(PY) -m pytest -q -m full_model || [ $$? -eq 5 ]
 
 test-tutorials: $(STAMP)
 	$(PY) -m pytest -q -m tutorial || [ $$? -eq 5 ]

@@ -92,6 +92,7 @@ def test_small_zoo_model_tunes_through_the_cli_and_matches_pytorch(name, tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.full_model  # minutes each at full size: `make test-models`, not CI's make test-slow
 @pytest.mark.parametrize("name", zoo.USER_MODELS)
 def test_zoo_model_tunes_through_the_cli_and_matches_pytorch(name, tmp_path):
     _tune_through_cli(name, False, tmp_path, n_trial=16)
