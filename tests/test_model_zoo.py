@@ -282,20 +282,17 @@ def _check(name: str, route: str, layout: str, tmp_path, fast_measure) -> None:
 
 
 def _any_blockable(module: nn.Module, layout: str) -> bool:
-    """Whether ``layout`` blocks at least one of ``module``'s convolutions: a dense (groups 1) conv2d
-    whose output-channel block at that layout's lanes is above 1 (``model.conv2d_blocked_layouts``
-    keeps the others NCHW: OddChannels' 5, 7 and 13 channels have no block at NCHW4c)."""
+    """Whether ``layout`` blocks at least one of ``module``'s convolutions: any blocked layout blocks every
+    dense (groups 1) conv2d whatever its channel counts (channels that do not divide the block are padded
+    to it, :func:`release.relax.pad.pad_conv_channels`: OddChannels' 5, 7 and 13 channels at NCHW4c too);
+    NCHW blocks none."""
     from release.target import resolve_target
-    from release.task import vector_lanes
-    from release.workloads import block_sizes
 
     target = resolve_target("llvm")
     lanes = M.model_layout(M.default_layout(target) if layout == "auto" else layout)
     if lanes is None:
         return False
-    lanes = lanes or vector_lanes(target)
-    return any(block_sizes(m.in_channels, m.out_channels, lanes)[1] > 1
-               for m in module.modules() if isinstance(m, nn.Conv2d) and m.groups == 1)
+    return any(isinstance(m, nn.Conv2d) and m.groups == 1 for m in module.modules())
 
 
 def _blocked_weights(model, layout: str) -> list[tuple]:
@@ -325,7 +322,16 @@ def test_zoo_model_every_route_every_layout(name, route, layout, tmp_path, fast_
     _check(name, route, layout, tmp_path, fast_measure)
 
 
-@pytest.mark.parametrize("name", ["Everything", *[pytest.param(n, marks=pytest.mark.slow) for n in sorted(ZOO)]])
+#: where the two imports give different (both exact) blocked tasks: NormPool's second convolution reads the
+#: first one's 16 padded channels through the ONNX import (the exporter folded the batch norm into the conv, so
+#: the padding is carried through relu and pooling) but its 8 real channels through the PyTorch import (the
+#: padding is not carried through the batch norm there); strict, so the day they agree this test says so
+IMPORTS_DIFFER = {"NormPool": "the padding is not carried through a batch norm the PyTorch import keeps"}
+
+
+@pytest.mark.parametrize("name", ["Everything", *[pytest.param(n, marks=[pytest.mark.slow] + (
+    [pytest.mark.xfail(reason=IMPORTS_DIFFER[n], strict=True)] if n in IMPORTS_DIFFER else []))
+    for n in sorted(ZOO)]])
 def test_onnx_import_blocks_what_the_pytorch_import_blocks(name, tmp_path):
     """The ONNX route keeps what the blocked path needs (the convolutions' dtypes: TVM's ONNX frontend
     leaves ``out_dtype`` unset, the PyTorch one sets it): the same convolutions become the same
