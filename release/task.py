@@ -339,7 +339,9 @@ def create_task(workload: Any, target: Any = "llvm", layout: str | None = None,
         Registered conv2d workloads: ``"NCHW"`` (default), ``"NCHWc"`` (channel blocks sized to the
         target's vector: 16 with AVX-512, 8 with AVX2; :func:`release.workloads.block_sizes`) or an
         explicit ``"NCHW16c"``. The task's name gets ``-NCHW16c`` appended; its reference takes
-        and returns the blocked layout.
+        and returns the blocked layout. A 3x3 stride-1 conv2d also takes ``"NCHWc-winograd4"`` (or
+        ``-winograd2``): Winograd F(m x m, 3 x 3) on a transformed weight
+        (:func:`release.workloads.conv2d_nchwc_winograd_te`).
     prepack : bool, optional
         Registered workloads: mark the weight (conv2d kernel, dense weight) layout-free so the
         tuner pre-packs it (see :class:`Task`). Default None = on for CPU (llvm) targets and
@@ -356,18 +358,19 @@ def create_task(workload: Any, target: Any = "llvm", layout: str | None = None,
         Bad target.
     """
     if isinstance(workload, str):
-        from .workloads import block_sizes, get_workload
+        from .workloads import block_sizes, get_workload, split_winograd
 
         if layout_free is not None:
             raise WorkloadError("layout_free applies to programs; for a registered workload use prepack=True/False")
         w = get_workload(workload)
         tgt = resolve_target(target)
-        layout = layout or "NCHW"
+        layout, tile = split_winograd(layout or "NCHW")
         if layout == "NCHWc":
             if w.op not in ("conv2d", "depthwise_conv2d"):
                 raise WorkloadError(f"layout 'NCHWc' applies to conv2d workloads, not {w.op} ({w.name})")
             cb, kb = block_sizes(w.params["c"], w.params["k"], vector_lanes(tgt))
             layout = f"NCHW{cb}c" if cb == kb else f"NCHW{cb}c{kb}k"
+        layout = layout if tile is None else f"{layout}-winograd{tile}"
         if prepack is None:
             prepack = tgt.kind.name == "llvm" and w.op in ("conv2d", "depthwise_conv2d", "dense")
         name = w.name if layout == "NCHW" else f"{w.name}-{layout}"

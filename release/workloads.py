@@ -58,6 +58,10 @@ class Workload:
         from tvm import te, topi
 
         p = self.params
+        layout, tile = split_winograd(layout)
+        if tile is not None:
+            self._check_winograd(tile)
+            return conv2d_nchwc_winograd_te(p, *parse_blocked_layout(layout), tile)
         if layout != "NCHW":
             if self.op not in ("conv2d", "depthwise_conv2d"):
                 raise WorkloadError(f"layout {layout!r} applies to conv2d workloads, not {self.op} ({self.name})")
@@ -95,6 +99,8 @@ class Workload:
         convolved, and the output packed back); dense and matmul use NumPy.
         """
         p = self.params
+        if split_winograd(layout)[1] is not None:
+            return winograd_reference(inputs[0], inputs[1], p["pad"])
         if layout != "NCHW" and self.op == "depthwise_conv2d":
             data, kernel = inputs  # (N, C/b, H, W, b) and (C/b, 1, R, S, 1, b)
             n, c1, h, w, b = data.shape
@@ -124,6 +130,40 @@ class Workload:
         if self.op == "matmul":
             return inputs[0] @ inputs[1]
         raise AssertionError(self.op)
+
+    def _check_winograd(self, tile: int) -> None:
+        p = self.params
+        if self.op != "conv2d" or (p["r"], p["s"], p["stride"]) != (3, 3, 1):
+            raise WorkloadError(f"Winograd applies to 3x3 stride-1 conv2d workloads, not {self.name} "
+                                f"({self.op}, {self.description})")
+        if tile not in WINOGRAD_TILES:
+            raise WorkloadError(f"Winograd tile size {tile} is not offered: {', '.join(map(str, WINOGRAD_TILES))} "
+                                "keep the FP32 error within 1e-5 of the output's range (docs/design/winograd.md)")
+
+
+def split_winograd(layout: str | None) -> tuple[str | None, int | None]:
+    """``"NCHW16c-winograd4"`` -> ``("NCHW16c", 4)``; a layout without the suffix -> ``(layout, None)``.
+
+    The suffix ``-winograd{m}`` asks for a 3x3 stride-1 conv2d computed by Winograd F(m x m, 3 x 3) in that
+    blocked layout (:func:`conv2d_nchwc_winograd_compute`).
+
+    Raises
+    ------
+    WorkloadError
+        The suffix on NCHW (Winograd tasks are blocked) or a suffix that is not ``-winograd`` and a number.
+    """
+    import re
+
+    if not layout or "-" not in layout:
+        return layout, None
+    base, _, suffix = layout.partition("-")
+    m = re.fullmatch(r"winograd(\d+)", suffix)
+    if not m:
+        raise WorkloadError(f"layout {layout!r}: {suffix!r} is not -winograd{{m}} (e.g. NCHWc-winograd4)")
+    if base == "NCHW":
+        raise WorkloadError(f"layout {layout!r}: Winograd tasks take a blocked layout: NCHWc-{suffix} "
+                            "(or NCHW16c-...)")
+    return base, int(m.group(1))
 
 
 def parse_blocked_layout(layout: str) -> tuple[int, int]:
@@ -202,6 +242,30 @@ def depthwise_conv2d_nchwc_te(p: dict, cb: int, kb: int):
     data = te.placeholder((p["n"], c // cb, p["h"], p["w"], cb), name="data", dtype="float32")
     kernel = te.placeholder((c // cb, 1, p["r"], p["s"], 1, cb), name="kernel", dtype="float32")
     return [data, kernel, depthwise_conv2d_nchwc_compute(data, kernel, p["stride"], p["pad"])]
+
+
+def conv2d_nchwc_winograd_te(p: dict, cb: int, kb: int, tile: int):
+    """A channel-blocked 3x3 stride-1 conv2d by Winograd F(tile x tile, 3 x 3) in TE, on the transformed
+    weight (the operator task; inside models the weight transform is done at compile time).
+
+    data (N, C/cb, H, W, cb), weight (alpha, alpha, K/kb, C/cb, cb, kb) with alpha = tile + 2 (a random one
+    in the task: :func:`winograd_reference` is its reference), output (N, K/kb, OH, OW, kb), with
+    :func:`conv2d_nchwc_winograd_compute`.
+
+    Raises
+    ------
+    WorkloadError
+        ``cb`` does not divide C or ``kb`` does not divide K.
+    """
+    from tvm import te
+
+    c, k, alpha = p["c"], p["k"], tile + 2
+    if c % cb or k % kb:
+        raise WorkloadError(f"channel blocks {cb}c/{kb}k do not divide {c} input / {k} output channels; "
+                            f"use block_sizes({c}, {k}, lanes)")
+    data = te.placeholder((p["n"], c // cb, p["h"], p["w"], cb), name="data", dtype="float32")
+    weight = te.placeholder((alpha, alpha, k // kb, c // cb, cb, kb), name="weight", dtype="float32")
+    return [data, weight, conv2d_nchwc_winograd_compute(data, weight, p["pad"])]
 
 
 def _blocked_window(data, r: int, s: int, stride, padding, dilation):
@@ -317,6 +381,167 @@ def depthwise_conv2d_nchwc_compute(data, kernel, stride=1, padding=0, dilation=1
             cast(padded[n, c, y * sh + kh * dh, x * sw + kw * dw, cb]) * cast(kernel[c, 0, kh, kw, 0, cb]),
             axis=[kh, kw]),
         name="depthwise_conv2d_NCHWc")
+
+
+#: Winograd tile sizes offered: F(m x m, 3 x 3) for m in these (docs/design/winograd.md: the FP32 error per
+#: tile size on the tier's layers; 6 and above exceed the tolerance)
+WINOGRAD_TILES = (2, 4)
+
+
+def winograd_matrices(tile: int, r: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The Winograd F(tile x tile, r x r) transform matrices ``(A, B, G)`` in float64, from TVM's Cook-Toom
+    construction and interpolation points (``topi.nn.winograd_util``, Barabasz et al. 2018), the ones
+    :func:`conv2d_nchwc_winograd_compute` uses in TE.
+
+    Shapes: A (alpha, tile), B (alpha, alpha), G (alpha, r), with alpha = tile + r - 1; the convolution of a
+    tile d (alpha x alpha) with a filter g (r x r) is ``A.T @ ((G @ g @ G.T) * (B.T @ d @ B)) @ A``.
+    """
+    from tvm.topi.nn.winograd_util import _cook_toom_convolution, _interpolation_points
+
+    return _cook_toom_convolution(_interpolation_points(tile + r - 2), tile, r)
+
+
+def winograd_weight_transform_nchwc(kernel, tile: int):
+    """The Winograd weight transform ``U = G g G^T`` of a channel-blocked conv2d weight, in TE.
+
+    Parameters
+    ----------
+    kernel : te.Tensor
+        (K/kb, C/cb, 3, 3, cb, kb), TVM's ``OIHW{cb}i{kb}o``.
+    tile : int
+        The output tile m of F(m x m, 3 x 3).
+
+    Returns
+    -------
+    te.Tensor
+        (alpha, alpha, K/kb, C/cb, cb, kb) with alpha = m + 2, named ``winograd_weight``. Inside models the
+        weight is a constant and this runs once, at compile time (Relax's ``FoldConstant``), as pre-packing does.
+    """
+    from tvm import te
+    from tvm.topi.nn.winograd_util import winograd_transform_matrices
+
+    k1, c1, r, s, cb, kb = (int(x) for x in kernel.shape)
+    if r != s:
+        raise WorkloadError(f"Winograd needs a square kernel, not {r}x{s}")
+    alpha = tile + r - 1
+    _, _, g = winograd_transform_matrices(tile, r, str(kernel.dtype))
+    kh = te.reduce_axis((0, r), name="kh")
+    kw = te.reduce_axis((0, r), name="kw")
+    return te.compute((alpha, alpha, k1, c1, cb, kb),
+                      lambda eps, nu, o, i, ci, co: te.sum(kernel[o, i, kh, kw, ci, co] * g[eps, kh] * g[nu, kw],
+                                                           axis=[kh, kw]),
+                      name="winograd_weight")
+
+
+def conv2d_nchwc_winograd_compute(data, weight, padding=1, out_dtype: str | None = None):
+    """A channel-blocked 3x3 stride-1 conv2d by Winograd F(m x m, 3 x 3) on given TE tensors: the blocked
+    counterpart of ``topi.nn.conv2d_winograd_nchw_without_weight_transform`` (Lavin and Gray 2016), with the
+    output-channel block innermost in the batched GEMM so it vectorizes as the direct
+    :func:`conv2d_nchwc_compute` does.
+
+    Stages: the data padded (bottom and right also to whole tiles), each alpha x alpha input tile transformed
+    (``winograd_data``: (alpha, alpha, C/cb, P, cb), P = N x tiles), one GEMM per (eps, nu) over the input
+    channels (``winograd_gemm``: (alpha, alpha, K/kb, P, kb)), the inverse transform (``winograd_inverse``) and
+    the tiles laid out as the output. Multiplications: alpha^2 / (m^2 x 9) of the direct ones in the GEMM
+    (1/2.25 for m = 2, 1/4 for m = 4) plus the transforms.
+
+    Parameters
+    ----------
+    data : te.Tensor
+        (N, C/cb, H, W, cb).
+    weight : te.Tensor
+        (alpha, alpha, K/kb, C/cb, cb, kb): :func:`winograd_weight_transform_nchwc` of the weight; the tile
+        size is alpha - 2.
+    padding : int, (int, int) or (top, left, bottom, right)
+        As Relax's ``nn.conv2d`` attribute.
+    out_dtype : str, optional
+        Accumulation and output type (default: the data's).
+
+    Returns
+    -------
+    te.Tensor
+        (N, K/kb, OH, OW, kb), named ``conv2d_NCHWc_winograd``.
+
+    Raises
+    ------
+    WorkloadError
+        Input-channel blocks of data and weight differ, or a weight whose tile size is not in 2-8.
+    """
+    from tvm import te, topi
+    from tvm.topi.nn.winograd_util import winograd_transform_matrices
+
+    out_dtype = str(out_dtype or data.dtype)
+    n, c1, h, w, cb = (int(x) for x in data.shape)
+    alpha, _, k1, wc1, wcb, kb = (int(x) for x in weight.shape)
+    r, m = 3, alpha - 2
+    if (wc1, wcb) != (c1, cb):
+        raise WorkloadError(f"Winograd weight of {wc1}x{wcb} input channels for data of {c1}x{cb}")
+    if not 2 <= m <= 8:
+        raise WorkloadError(f"Winograd weight of alpha {alpha}: tile size {m} is not in 2-8")
+    pv = [int(x) for x in padding] if hasattr(padding, "__len__") else [int(padding)]
+    pt, pl, pb, pr = {1: pv * 4, 2: pv * 2, 4: pv}.get(len(pv), pv)
+    oh, ow = h + pt + pb - r + 1, w + pl + pr - r + 1
+    nh, nw = (oh + m - 1) // m, (ow + m - 1) // m
+    tiles = nh * nw
+    # padded to whole tiles: the last tile reads rows nh*m .. nh*m + r - 2
+    eb, er = nh * m + r - 1 - (h + pt + pb), nw * m + r - 1 - (w + pl + pr)
+    padded = topi.nn.pad(data, [0, 0, pt, pl, 0], [0, 0, pb + eb, pr + er, 0], name="pad_temp")
+    a_mat, b_mat, _ = winograd_transform_matrices(m, r, out_dtype)
+
+    def cast(x):
+        return x if x.dtype == out_dtype else x.astype(out_dtype)
+
+    ra = te.reduce_axis((0, alpha), name="ra")
+    rb = te.reduce_axis((0, alpha), name="rb")
+    v = te.compute(
+        (alpha, alpha, c1, n * tiles, cb),
+        lambda eps, nu, c, p, ci: te.sum(
+            cast(padded[p // tiles, c, (p % tiles) // nw * m + ra, p % nw * m + rb, ci]) * b_mat[ra, eps] * b_mat[rb, nu],
+            axis=[ra, rb]),
+        name="winograd_data", attrs={"schedule_rule": "release_winograd_data"})
+    ic = te.reduce_axis((0, c1), name="ic")
+    icb = te.reduce_axis((0, cb), name="icb")
+    gemm = te.compute(
+        (alpha, alpha, k1, n * tiles, kb),
+        lambda eps, nu, k, p, co: te.sum(v[eps, nu, ic, p, icb] * cast(weight[eps, nu, k, ic, icb, co]),
+                                         axis=[ic, icb]),
+        name="winograd_gemm")
+    sa = te.reduce_axis((0, alpha), name="sa")
+    sb = te.reduce_axis((0, alpha), name="sb")
+    inverse = te.compute(
+        (k1, n * tiles, m, m, kb),
+        lambda k, p, vh, vw, co: te.sum(gemm[sa, sb, k, p, co] * a_mat[sa, vh] * a_mat[sb, vw], axis=[sa, sb]),
+        name="winograd_inverse", attrs={"schedule_rule": "release_winograd_inverse"})
+    return te.compute(
+        (n, k1, oh, ow, kb),
+        lambda b, k, y, x, co: inverse[k, b * tiles + y // m * nw + x // m, y % m, x % m, co],
+        name="conv2d_NCHWc_winograd")
+
+
+def winograd_reference(data: np.ndarray, weight: np.ndarray, padding=1) -> np.ndarray:
+    """:func:`conv2d_nchwc_winograd_compute` in NumPy float64 on the transformed weight (the operator
+    task's reference: its inputs are random transformed weights, which no 3x3 weight need give), float32 out.
+
+    ``data`` (N, C/cb, H, W, cb), ``weight`` (alpha, alpha, K/kb, C/cb, cb, kb) -> (N, K/kb, OH, OW, kb).
+    """
+    n, c1, h, w, cb = data.shape
+    alpha, _, k1, _, _, kb = weight.shape
+    m = alpha - 2
+    a_mat, b_mat, _ = winograd_matrices(m)
+    pv = list(padding) if hasattr(padding, "__len__") else [padding]
+    pt, pl, pb, pr = {1: pv * 4, 2: pv * 2, 4: pv}.get(len(pv), pv)
+    oh, ow = h + pt + pb - 2, w + pl + pr - 2
+    nh, nw = -(-oh // m), -(-ow // m)
+    d = np.zeros((n, c1, nh * m + 2, nw * m + 2, cb))
+    d[:, :, pt:pt + h, pl:pl + w] = data
+    # tiles (n, c1, nh, nw, alpha, alpha, cb)
+    idx_h = (np.arange(nh)[:, None] * m + np.arange(alpha)[None, :])
+    idx_w = (np.arange(nw)[:, None] * m + np.arange(alpha)[None, :])
+    t = d[:, :, idx_h[:, None, :, None], idx_w[None, :, None, :], :]
+    v = np.einsum("ncyxabi,ae,bf->efncyxi", t, b_mat, b_mat)
+    g = np.einsum("efncyxi,efkcio->efnkyxo", v, weight.astype(np.float64))
+    y = np.einsum("efnkyxo,eu,fv->nkyuxvo", g, a_mat, a_mat).reshape(n, k1, nh * m, nw * m, kb)
+    return np.ascontiguousarray(y[:, :, :oh, :ow]).astype(np.float32)
 
 
 def _conv(name, c, k, hw, rs, stride, pad) -> Workload:

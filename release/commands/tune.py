@@ -53,7 +53,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
     p.add_argument("--layout", default="NCHW",
                    help="conv2d data layout: NCHW, NCHWc (channel blocks = the target's vector lanes: 16 with AVX-512, "
-                        "8 with AVX2) or e.g. NCHW16c; the blocked layouts reach PyTorch's oneDNN speed")
+                        "8 with AVX2) or e.g. NCHW16c; the blocked layouts reach PyTorch's oneDNN speed. A 3x3 "
+                        "stride-1 conv2d also takes NCHWc-winograd4 (or -winograd2): Winograd F(4x4, 3x3) on a "
+                        "transformed weight")
     p.add_argument("--no-prepack", action="store_true",
                    help="keep the weight layout as written (without it, on CPU: conv2d/dense weights are layout-free, "
                         "pre-packed into the order the schedule reads, as TVM's cpu_weight_prepack)")

@@ -178,6 +178,9 @@ class KnobSpace:
     def __init__(self, task, probe_seed: int = 0):
         from tvm.s_tir import meta_schedule as ms
 
+        from .winograd import register
+
+        register()  # the Winograd stages' schedule rules (release.space.winograd)
         self.task = task  # its creation registered the target's tensor intrinsics (Task.__init__)
         ctx = ms.TuneContext(
             mod=task.mod, target=task.target, space_generator="post-order-apply",
