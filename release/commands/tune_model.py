@@ -47,7 +47,9 @@ def add_parser(subparsers) -> None:
                    help="conv2d layout inside the model: auto (NCHWc on a CPU target, NCHW otherwise), NCHW (as "
                         "imported), NCHWc (channel blocks = the target's vector lanes: 8 with AVX2, 16 with AVX-512; "
                         "smaller where channels do not divide) or NCHW8c; inputs and outputs stay NCHW, weights are "
-                        "transformed at compile time")
+                        "transformed at compile time. A blocked layout with -winograd4 (or -winograd2), e.g. "
+                        "NCHWc-winograd4: every 3x3 stride-1 conv2d also tuned as Winograd F(4x4, 3x3) and built in "
+                        "the form measured faster, per layer")
     add_knowledge_args(p)
     p.add_argument("--compare", default="untuned,torch",
                    help="comma list of baselines to time: untuned, torch, ms (MetaSchedule tune_relax, same budget), "
@@ -496,7 +498,12 @@ def run_tune_model(config: TuneModelConfig, renderer: TuneModelRenderer | None =
     hist = apply_history_best(log)
     db = hist.database(tasks)
     r.compiling(hist.report(retune=f"release tune-model --model {config.model} --log NEW.jsonl"))
-    ex = M.compile_model(model, target, db, progress=config.progress, layout=config.layout)
+    plan = None
+    if M.split_layout(config.layout)[1] is not None:  # each eligible layer direct or Winograd, by measurement
+        choice = M.winograd_choice(model, target, db, config.layout, history=hist, tasks=tasks)
+        r.winograd(choice)
+        plan = choice.plan
+    ex = M.compile_model(model, target, db, progress=config.progress, layout=config.layout, winograd=plan)
     lib = os.path.splitext(log)[0] + ".so"
     # the final timings and comparisons at the priority RELEASE_TIMING_PRIORITY asks for (the run
     # workers time at it already; on a shared machine TVM's pool stalls at normal priority)

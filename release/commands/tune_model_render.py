@@ -48,6 +48,10 @@ class TuneModelRenderer:
     def compiling(self, note: str | None) -> None:
         """The tuned model is about to be compiled; ``note`` is the log's report (None: nothing to say)."""
 
+    def winograd(self, choice) -> None:
+        """With a ``-winograd{m}`` layout: each eligible layer's form, chosen by measurement
+        (:class:`release.relax.winograd.WinogradChoice`)."""
+
     def tuned_build(self, tuned: dict, config, result) -> None:
         """The tuned build timed (:func:`release.relax.evaluate`)."""
 
@@ -179,6 +183,12 @@ class TuneModelPrinter(TuneModelRenderer):
         print("compile  the tuned model (compile_relax with the log's best records)...", flush=True)
         if note:
             print(f"note     {note}")
+
+    def winograd(self, choice) -> None:
+        first, *rest = choice.lines()
+        print(f"winograd {first}")
+        for line in rest:
+            print(f"         {line.strip()}")
 
     def tuned_build(self, tuned: dict, config, result) -> None:
         # fastest of the repeats, the statistic of the PyTorch reference (release.reference.time_torch)

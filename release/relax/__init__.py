@@ -22,6 +22,9 @@ One module per step of the pipeline, each TVM's own machinery::
   :func:`tune_with_metaschedule`: MetaSchedule's own ``tune_relax`` with the same budget.
 - :mod:`~release.relax.compile`: :func:`compile_model`, MetaSchedule's ``compile_relax`` with a
   database of each task's best record (:func:`schedule_knobless` for the functions without a knob).
+- :mod:`~release.relax.winograd`: with a ``-winograd{m}`` layout (``"NCHWc-winograd4"``), every blocked 3x3
+  stride-1 convolution also tuned in its Winograd form and built in the form measured faster, per layer
+  (:func:`winograd_choice`, :class:`WinogradPlan`).
 - :mod:`~release.relax.evaluation`: :func:`evaluate` checks outputs against PyTorch (or ONNX Runtime
   for an ONNX file: :attr:`Model.reference_name`) and times the VM; :func:`torch_reference` times PyTorch eager.
 - :mod:`~release.relax.deploy`: :func:`load_library` loads an exported model library as
@@ -31,7 +34,7 @@ Every public name is re-exported here (``from release.relax import tune_model``)
 ONNX are imported inside the functions: importing this package imports none of them.
 """
 
-from .compile import compile_model, schedule_knobless
+from .compile import compile_model, schedule_knobless, winograd_choice
 from .deploy import load_library
 from .evaluation import evaluate, torch_latency_ms, torch_reference
 from .extract import extract_tasks, latency_shares, prepare
@@ -39,6 +42,7 @@ from .frontend import Model, from_onnx, from_pytorch, load_model
 from .layout import (AUTO_LAYOUT, blocked_conv2d_legalize, conv2d_blocked_layouts, default_layout,
                      default_prepack, dtype_attr, layout_passes, model_layout)
 from .tune import TuneModelResult, default_chunk, default_ms, tune_model, tune_with_metaschedule
+from .winograd import WinogradChoice, WinogradPlan, split_layout
 
 __all__ = [
     # frontend
@@ -51,7 +55,9 @@ __all__ = [
     # tune
     "TuneModelResult", "default_chunk", "tune_model", "default_ms", "tune_with_metaschedule",
     # compile
-    "schedule_knobless", "compile_model",
+    "schedule_knobless", "compile_model", "winograd_choice",
+    # winograd
+    "split_layout", "WinogradPlan", "WinogradChoice",
     # evaluation
     "evaluate", "torch_latency_ms", "torch_reference",
     # deploy

@@ -74,7 +74,8 @@ def schedule_knobless(mod, target):
 
 
 def compile_model(model: Model, target, database=None, prepack: bool | None = None, progress: bool = False,
-                  layout: str | None = None, before_lowering=None, exec_mode: str = "bytecode", pad: bool = False):
+                  layout: str | None = None, before_lowering=None, exec_mode: str = "bytecode", pad: bool = False,
+                  winograd=None):
     """Compile ``model`` with the tuned functions of ``database``; ``database=None`` gives the untuned build.
 
     With a database, functions that have no knob to tune (elementwise ops, transposes, layout
@@ -113,6 +114,9 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
     pad : bool
         As the tasks were extracted: pad matmul-like loops that do not tile (default False;
         :mod:`release.relax.pad`).
+    winograd : WinogradPlan, optional
+        With a ``-winograd{m}`` layout: the layers built in their Winograd form. Default: chosen from
+        ``database`` per layer (:func:`release.relax.winograd.choose`; every layer direct without a database).
 
     Raises
     ------
@@ -122,11 +126,12 @@ def compile_model(model: Model, target, database=None, prepack: bool | None = No
     from ..stderr_capture import quiet
 
     with quiet("compile"):  # inside `release tune-model`: TVM's warnings go to its file
-        return _compile_model(model, target, database, prepack, progress, layout, before_lowering, exec_mode, pad)
+        return _compile_model(model, target, database, prepack, progress, layout, before_lowering, exec_mode, pad,
+                              winograd)
 
 
 def _compile_model(model: Model, target, database, prepack, progress: bool, layout, before_lowering, exec_mode: str,
-                   pad: bool):
+                   pad: bool, winograd):
     import tvm
     from tvm import relax
     from tvm.relax import pipeline as relax_pipeline
@@ -138,6 +143,13 @@ def _compile_model(model: Model, target, database, prepack, progress: bool, layo
     target = resolve_target(target)
     ensure_tensor_intrinsics(target)
     model_layout(layout)  # a bad layout fails here, in one line
+    from .winograd import split_layout
+
+    _, tile = split_layout(layout)
+
+    def choose_winograd(mod):
+        return _choose(mod, target, db, layout, prepack, pad)
+
     if exec_mode not in ("bytecode", "compiled"):
         raise ModelError(f"exec_mode {exec_mode!r}: use 'bytecode' (the default) or 'compiled'")
     prepack = default_prepack(model, target) if prepack is None else bool(prepack)
@@ -169,7 +181,10 @@ def _compile_model(model: Model, target, database, prepack, progress: bool, layo
 
     @tvm.transform.module_pass(opt_level=3)
     def _pipeline(mod, _ctx):
-        mod = tvm.transform.Sequential(_fuse_passes(target, prepack, layout, pad))(mod)
+        plan = winograd
+        if plan is None and tile is not None and database is not None:
+            plan = choose_winograd(mod).plan
+        mod = tvm.transform.Sequential(_fuse_passes(target, prepack, layout, pad, plan))(mod)
         _stage("fused")
         mod = MetaScheduleApplyDatabase()(mod)
         if database is not None:
@@ -195,3 +210,59 @@ def _compile_model(model: Model, target, database, prepack, progress: bool, layo
     finally:
         if bar is not None:
             bar.close()
+
+
+def winograd_choice(model: Model, target, database, layout: str, prepack: bool | None = None, pad: bool = False,
+                    history=None, tasks=None):
+    """Which of ``model``'s eligible convolutions a build with ``database`` computes by Winograd, and why.
+
+    Parameters
+    ----------
+    layout : str
+        A ``-winograd{m}`` layout (``"NCHWc-winograd4"``), as the tasks were extracted.
+    database : MetaSchedule Database
+        The tuned records (``apply_history_best(log).database(tasks)``).
+    prepack, pad : as :func:`compile_model`.
+    history, tasks : optional
+        The :class:`release.measure.ApplyHistoryBest` the database came from and its tasks: a kernel that keeps
+        TVM's default schedule (no record in the database) is then compared at its default's measured time.
+
+    Returns
+    -------
+    release.relax.winograd.WinogradChoice
+        Per eligible layer the best time of each form's fused kernel (s) and the choice; ``.plan`` builds it
+        (:func:`compile_model` chooses the same way when given no plan).
+
+    Raises
+    ------
+    ModelError
+        A layout without the ``-winograd{m}`` suffix, or a bad one.
+    """
+    from tvm import relax
+
+    from ..target import resolve_target
+    from .winograd import split_layout
+
+    target = resolve_target(target)
+    if split_layout(layout)[1] is None:
+        raise ModelError(f"layout {layout!r} has no Winograd variant; give e.g. NCHWc-winograd4")
+    prepack = default_prepack(model, target) if prepack is None else bool(prepack)
+    mod = relax.transform.BindParams("main", model.params)(model.mod) if model.params else model.mod
+    defaults = {}
+    for t in tasks or ():
+        rec = history.default_record(t) if history is not None else None
+        if rec is not None:
+            defaults[t.structural_hash] = rec.mean_cost
+    return _choose(mod, target, database, layout, prepack, pad, defaults)
+
+
+def _choose(mod, target, database, layout, prepack, pad, defaults=None):
+    import tvm
+
+    from .winograd import choose, split_layout
+
+    def fuse(plan, pairs=None):
+        with target:
+            return tvm.transform.Sequential(_fuse_passes(target, prepack, layout, pad, plan, pairs))(mod)
+
+    return choose(mod, target, database, split_layout(layout)[1], fuse, defaults)

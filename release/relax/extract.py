@@ -18,11 +18,13 @@ from .layout import _fuse_passes, default_prepack, model_layout
 logger = logging.getLogger(__name__)
 
 
-def prepare(mod, params: dict, target, prepack: bool = False, layout: str | None = None, pad: bool = False):
+def prepare(mod, params: dict, target, prepack: bool = False, layout: str | None = None, pad: bool = False,
+            winograd=None, pairs: dict | None = None):
     """Bind weights and lower as ``compile_relax`` does before applying a database; with
     ``prepack``, mark the weights layout-free as TVM's ``cpu_weight_prepack`` pipeline does; with a
     blocked ``layout`` (``"NCHWc"``), convert conv2d to it first (:func:`~release.relax.layout.layout_passes`);
-    with ``pad``, pad matmul-like loops that do not tile (:mod:`release.relax.pad`)."""
+    with ``pad``, pad matmul-like loops that do not tile (:mod:`release.relax.pad`); with ``winograd`` (a
+    :class:`release.relax.winograd.WinogradPlan`), the layers it takes in their Winograd form."""
     import tvm
     from tvm import relax
 
@@ -32,7 +34,7 @@ def prepare(mod, params: dict, target, prepack: bool = False, layout: str | None
     if params:
         mod = relax.transform.BindParams("main", params)(mod)
     with target:
-        return tvm.transform.Sequential(_fuse_passes(target, prepack, layout, pad))(mod)
+        return tvm.transform.Sequential(_fuse_passes(target, prepack, layout, pad, winograd, pairs))(mod)
 
 
 def extract_tasks(model: Model, target, prepack: bool | None = None, progress: bool = False,
@@ -53,6 +55,8 @@ def extract_tasks(model: Model, target, prepack: bool | None = None, progress: b
         not divide, e.g. 3 for an RGB input) or ``"NCHW{n}c"``. Blocked tasks are named
         ``...conv2d_NCHWc...`` and tuned like any other (their knob space is MetaSchedule's design
         space). Compile with the same value. See :func:`~release.relax.layout.layout_passes`.
+        ``"NCHWc-winograd4"`` (or ``-winograd2``): also the Winograd form of every blocked 3x3 stride-1
+        convolution, as tasks of their own (:mod:`release.relax.winograd`).
     pad : bool
         Pad matmul-like loops whose extents do not tile (ViT's 197 tokens) to a multiple of the
         vector lanes (:mod:`release.relax.pad`). Default False (no end-to-end gain measured on ViT-B/16); compile with the same value.
@@ -75,6 +79,7 @@ def extract_tasks(model: Model, target, prepack: bool | None = None, progress: b
 
 
 def _extract_tasks(model: Model, target, prepack, progress: bool, layout, pad: bool) -> list:
+    import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
 
     from ..errors import SpaceError
@@ -84,9 +89,18 @@ def _extract_tasks(model: Model, target, prepack, progress: bool, layout, pad: b
     target = resolve_target(target)
     model_layout(layout)  # a bad layout fails here, in one line
     prepack = default_prepack(model, target) if prepack is None else bool(prepack)
+    from .winograd import WinogradPlan, split_layout
+
+    _, tile = split_layout(layout)
     mod = prepare(model.mod, model.params, target, prepack=prepack, layout=layout, pad=pad)
     tasks = []
     extracted = list(ms.relax_integration.extract_tasks(mod, target))
+    if tile is not None:  # the Winograd form of every eligible layer too: the tasks the other form lacks
+        every = prepare(model.mod, model.params, target, prepack=prepack, layout=layout, pad=pad,
+                        winograd=WinogradPlan(tile))
+        known = {tvm_ffi.structural_hash(et.dispatched[0]) for et in extracted}
+        extracted += [et for et in ms.relax_integration.extract_tasks(every, target)
+                      if tvm_ffi.structural_hash(et.dispatched[0]) not in known]
     if progress:
         from ..progress import track  # a bar on a terminal, a plain line elsewhere
 

@@ -58,6 +58,9 @@ def model_layout(layout: str | None) -> int | None:
     """
     import re
 
+    from .winograd import split_layout
+
+    layout, _ = split_layout(layout)  # "NCHWc-winograd4": the blocked layout plus Winograd variants
     if layout in (None, "NCHW"):
         return None
     if layout == "NCHWc":
@@ -132,12 +135,16 @@ def conv2d_blocked_layouts(call, lanes: int) -> list[str] | None:
     return [f"NCHW{cb}c", f"OIHW{cb}i{kb}o", f"NCHW{kb}c"]
 
 
-def blocked_conv2d_legalize(bb, call):
+def blocked_conv2d_legalize(bb, call, winograd=None, pairs: dict | None = None):
     """Legalize a Relax ``nn.conv2d`` in ``NCHW{cb}c`` / ``OIHW{cb}i{kb}o`` -> ``NCHW{kb}c`` to the
     TE compute operator tasks tune (:func:`release.workloads.conv2d_nchwc_compute`: reductions over
     channel blocks, kernel taps and the inner channel kept apart); any other conv2d goes to TVM's
     registered legalization (which refuses channel-blocked layouts in 0.27,
-    ``relax/transform/legalize_ops/nn.py``). For ``LegalizeOps(customize_legalize_map=...)``."""
+    ``relax/transform/legalize_ops/nn.py``). For ``LegalizeOps(customize_legalize_map=...)``.
+
+    With a :class:`release.relax.winograd.WinogradPlan` (``winograd``), the eligible convolutions it takes
+    are legalized to their Winograd form instead (:func:`release.relax.winograd.legalize`; ``pairs`` gets
+    each transformed weight's layer)."""
     import re
 
     import tvm
@@ -157,6 +164,17 @@ def blocked_conv2d_legalize(bb, call):
                           primfunc_name_hint="depthwise_conv2d_NCHWc")
     if not (md and mk and mo) or int(a.groups) != 1 or md.group(1) != mk.group(1) or mk.group(2) != mo.group(1):
         return tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")(bb, call)
+    if winograd is not None:
+        from . import winograd as W
+
+        weight = call.args[1]
+        if isinstance(weight, tvm.relax.Var):  # a weight bound in the dataflow block: its constant
+            bound = bb.lookup_binding(weight)
+            call = tvm.relax.Call(call.op, [call.args[0], bound], call.attrs) if bound is not None else call
+        if W.eligible(call):
+            out = W.legalize(bb, call, winograd, pairs if pairs is not None else {})
+            if out is not None:
+                return out
     return bb.call_te(conv2d_nchwc_compute, call.args[0], call.args[1], [int(x) for x in a.strides],
                       [int(x) for x in a.padding], [int(x) for x in a.dilation], dtype_attr(a.out_dtype),
                       primfunc_name_hint="conv2d_NCHWc")
@@ -506,14 +524,17 @@ def _resize_blocked(mod):
     return relax.transform.DeadCodeElimination()(mod) if changed else mod
 
 
-def _fuse_passes(target, prepack: bool, layout: str | None = None, pad: bool = False) -> list:
+def _fuse_passes(target, prepack: bool, layout: str | None = None, pad: bool = False, winograd=None,
+                 pairs: dict | None = None) -> list:
     """The passes ``compile_relax`` runs before applying a database, plus TVM's pre-tuning layout
     rewrite (``AttachAttrLayoutFreeBuffers``: the bound weights of every fused function become its
     ``layout_free_buffers``) when ``prepack``, after :func:`layout_passes` for a blocked ``layout``.
     Legalization writes GELU, erf, exp, sigmoid and softmax in TVM's vectorizable fast forms
     (:func:`release.relax.fast_math.fast_math_legalize`). With ``pad`` (off by default) on a CPU target,
     matmul-like loops whose extents do not tile (ViT's 197 tokens) are padded to a multiple of the
-    vector lanes after fusion (:func:`release.relax.pad.pad_untileable`)."""
+    vector lanes after fusion (:func:`release.relax.pad.pad_untileable`). ``winograd``: a
+    :class:`release.relax.winograd.WinogradPlan` (None: every convolution direct; a ``-winograd{m}`` suffix of
+    ``layout`` alone changes nothing here: the callers choose the plan)."""
     from tvm import relax
     from tvm.relax import pipeline as relax_pipeline
 
@@ -526,7 +547,10 @@ def _fuse_passes(target, prepack: bool, layout: str | None = None, pad: bool = F
     blocked = layout_passes(target, layout)
     custom = fast_math_legalize()  # vectorizable exp/erf: GELU, softmax, sigmoid (release.relax.fast_math)
     if blocked:
-        custom["relax.nn.conv2d"] = blocked_conv2d_legalize
+        import functools
+
+        custom["relax.nn.conv2d"] = functools.partial(blocked_conv2d_legalize, winograd=winograd, pairs=pairs) \
+            if winograd is not None else blocked_conv2d_legalize
     legalize = relax.transform.LegalizeOps(customize_legalize_map=custom)
     from ..task import vector_lanes
     from .pad import pad_untileable
