@@ -24,6 +24,11 @@ Usage (quick check: one model, 3 minutes of tuning)::
 
     .venv/bin/python benchmarks/zoo/run.py --models squeezenet-mini --minutes 3 --out /tmp/release-zoo-bench
 
+Winograd (``--layout NCHWc-winograd4``: every 3x3 stride-1 layer tuned in both forms, built in the faster; the
+direct-only build of the same log is exported and timed in each round too)::
+
+    .venv/bin/python benchmarks/zoo/run.py --models resnet18,resnet50 --layout NCHWc-winograd4 --minutes 15 --out /tmp/release-winograd-bench
+
 The issue's benchmark (every zoo and tier model, 15 minutes each; hours)::
 
     .venv/bin/python benchmarks/zoo/run.py --minutes 15 --out /tmp/release-zoo-bench
@@ -63,8 +68,9 @@ def _release(args: list, env: dict, log_path: str, timeout_s: float | None = Non
                 return p.wait(), "killed"
 
 
-def tune(model: str, folder: str, minutes: float, small: bool) -> dict:
-    """Steps 1 and 2 of the module docstring; returns ``{"onnx", "log", "library", "trials", "tuning_s"}``."""
+def tune(model: str, folder: str, minutes: float, small: bool, layout: str | None = None) -> dict:
+    """Steps 1 and 2 of the module docstring; returns ``{"onnx", "log", "library", "trials", "tuning_s"}``
+    (``"direct"``: the direct-only build's library with a ``-winograd{m}`` ``layout``)."""
     from release import zoo
     from release.measure import load_records
 
@@ -72,7 +78,8 @@ def tune(model: str, folder: str, minutes: float, small: bool) -> dict:
     onnx_path = zoo.export_onnx(model, os.path.join(folder, f"{model}.onnx"), small=small)
     log = os.path.join(folder, f"{model}.jsonl")
     env = {**os.environ, "RELEASE_KNOWLEDGE": os.path.join(folder, "kb")}
-    common = ["tune-model", "--model", onnx_path, "--log", log, "--compare", "", "--no-progress"]
+    common = ["tune-model", "--model", onnx_path, "--log", log, "--compare", "", "--no-progress",
+              *(["--layout", layout] if layout else [])]
     t0 = time.time()
     _, stopped = _release(common + ["--n-trial", "100000"], env, os.path.join(folder, "tune.log"),
                           timeout_s=60 * minutes)
@@ -80,8 +87,32 @@ def tune(model: str, folder: str, minutes: float, small: bool) -> dict:
     trials = len(load_records(log)) if os.path.exists(log) else 0
     rc, _ = _release(common + ["--n-trial", str(max(1, trials))], env, os.path.join(folder, "export.log"))
     lib = os.path.join(folder, f"{model}.so")
-    return {"onnx": onnx_path, "log": log, "library": lib if rc == 0 and os.path.exists(lib) else None,
-            "trials": trials, "tuning_s": tuning_s, "stopped": stopped, "export_rc": rc}
+    out = {"onnx": onnx_path, "log": log, "library": lib if rc == 0 and os.path.exists(lib) else None,
+           "trials": trials, "tuning_s": tuning_s, "stopped": stopped, "export_rc": rc}
+    if layout and "-winograd" in layout and out["library"]:
+        out["direct"] = export_direct(onnx_path, log, layout, os.path.join(folder, f"{model}.direct.so"))
+    return out
+
+
+def export_direct(onnx_path: str, log: str, layout: str, lib: str) -> str | None:
+    """The direct-only build of a ``-winograd{m}`` run: the same log's best records, every layer direct
+    (:class:`release.relax.WinogradPlan` with no layer), exported to ``lib``; None when it fails."""
+    from release import relax as M
+    from release.measure import apply_history_best
+    from release.target import resolve_target
+
+    try:
+        target = resolve_target("llvm")
+        model = M.load_model(onnx_path)
+        tasks = M.extract_tasks(model, target, layout=layout)
+        db = apply_history_best(log).database(tasks)
+        ex = M.compile_model(model, target, db, layout=layout,
+                             winograd=M.WinogradPlan(M.split_layout(layout)[1], frozenset()))
+        ex.export_library(lib)
+        return lib
+    except Exception as err:  # noqa: BLE001 - one line in the table, not the end of the benchmark
+        print(f"direct-only build failed: {type(err).__name__}: {err}", flush=True)
+        return None
 
 
 def time_build(lib: str, inputs: list, threads: int) -> dict:
@@ -130,6 +161,9 @@ def side_by_side(model: str, tuned: dict, rounds: int, threads: int, small: bool
     for _ in range(rounds):
         r = {"build": time_build(tuned["library"], inputs, threads) if tuned["library"] else
              {"error": "tune-model exported no build (see export.log)"}}
+        if "direct" in tuned:
+            r["direct"] = time_build(tuned["direct"], inputs, threads) if tuned["direct"] else \
+                {"error": "the direct-only build failed (see the benchmark's output)"}
         for rt in RUNTIMES:
             r[rt] = time_onnx_runtime(rt, tuned["onnx"], inputs, threads, expected=expected, one_thread=False)
         res.append(r)
@@ -156,6 +190,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--small", action="store_true", help="the zoo models' small variants (a check of the script)")
     ap.add_argument("--out", default="/tmp/release-zoo-bench")
+    ap.add_argument("--layout", default=None,
+                    help="tune-model's --layout (default: its own, auto); with -winograd{m} the direct-only build of "
+                         "the same log is timed too")
     ap.add_argument("--time-build", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--inputs", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)
@@ -181,33 +218,40 @@ def main() -> None:
     version, rev = provenance()
     head = {"machine": machine_of(tj, host_machine(tj)), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "version": version, "revision": rev, "command": command, "threads": threads, "minutes": args.minutes,
-            "rounds": args.rounds}
+            "rounds": args.rounds, "layout": args.layout or "auto"}
     for m in models:
         if m in results:
             continue
         folder = os.path.join(args.out, m)
         print(f"{m}: tuning for {args.minutes:g} min with the defaults...", flush=True)
-        tuned = tune(m, folder, args.minutes, args.small)
+        tuned = tune(m, folder, args.minutes, args.small, args.layout)
         print(f"{m}: {tuned['trials']} trials in {tuned['tuning_s']:.0f} s; timing side by side, {args.rounds} rounds",
               flush=True)
         rounds = side_by_side(m, tuned, args.rounds, threads, args.small)
         results[m] = {"tuned": tuned, "rounds": rounds}
         with open(path, "w") as f:
             json.dump({**head, "models": results}, f, indent=1)
+    direct = any("direct" in r["rounds"][0] for r in results.values() if r["rounds"])
     lines = [f"# Zoo benchmark: tuned with the defaults for {args.minutes:g} min, then timed beside ONNX Runtime and "
              "OpenVINO", "", f"Machine {head['machine']}, {threads} threads; {head['date']}; release-tvm {version} "
              f"revision {rev or '?'}. Command: `{command}`", "",
              f"Latency (ms): median over {args.rounds} rounds of each one's fastest of 7 means of 10 calls; each round "
              "times the exported build, ONNX Runtime and OpenVINO one after another, each in a fresh process of its "
              "own; the runtimes' outputs checked against PyTorch's. A shared machine makes every figure noisy.", "",
-             "| model | trials | tuning s | exported build | ONNX Runtime | OpenVINO | build / faster runtime |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             f"Layout: {head['layout']}.", "",
+             "| model | trials | tuning s | exported build | ONNX Runtime | OpenVINO | build / faster runtime |"
+             + (" direct-only build | build / direct-only |" if direct else ""),
+             "|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if direct else "")]
     for m, r in results.items():
         b = _median(r["rounds"], "build")
         refs = [v for v in (_median(r["rounds"], rt) for rt in RUNTIMES) if v is not None]
         ratio = f"{b / min(refs):.2f}x" if b and refs else "n/a"
-        lines.append(f"| {m} | {r['tuned']['trials']} | {r['tuned']['tuning_s']:.0f} | {_cell(r['rounds'], 'build')} | "
-                     f"{_cell(r['rounds'], 'onnxruntime')} | {_cell(r['rounds'], 'openvino')} | {ratio} |")
+        row = (f"| {m} | {r['tuned']['trials']} | {r['tuned']['tuning_s']:.0f} | {_cell(r['rounds'], 'build')} | "
+               f"{_cell(r['rounds'], 'onnxruntime')} | {_cell(r['rounds'], 'openvino')} | {ratio} |")
+        if direct:
+            d = _median(r["rounds"], "direct") if "direct" in r["rounds"][0] else None
+            row += (f" {_cell(r['rounds'], 'direct')} | {b / d:.2f}x |" if d and b else " n/a | n/a |")
+        lines.append(row)
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
