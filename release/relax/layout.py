@@ -172,7 +172,7 @@ def blocked_conv2d_legalize(bb, call, winograd=None, pairs: dict | None = None):
             bound = bb.lookup_binding(weight)
             call = tvm.relax.Call(call.op, [call.args[0], bound], call.attrs) if bound is not None else call
         if W.eligible(call):
-            out = W.legalize(bb, call, winograd, pairs if pairs is not None else {})
+            out = W.legalize(bb, call, winograd, pairs if pairs is not None else {}, dtype_attr(a.out_dtype))
             if out is not None:
                 return out
     return bb.call_te(conv2d_nchwc_compute, call.args[0], call.args[1], [int(x) for x in a.strides],

@@ -138,14 +138,14 @@ def transform_weight(weight: np.ndarray, tile: int) -> np.ndarray:
     return np.einsum("ea,okabic,fb->efokic", g, weight.astype(np.float64), g).astype(weight.dtype)
 
 
-def legalize(bb, call, plan: WinogradPlan, pairs: dict):
+def legalize(bb, call, plan: WinogradPlan, pairs: dict, out_dtype: str | None):
     """Legalize one eligible blocked conv2d call to :func:`release.workloads.conv2d_nchwc_winograd_compute` when
     ``plan`` takes its layer; returns None to leave it to the direct legalization. ``pairs`` gets
-    ``layer key of U -> layer key`` (the Winograd kernel's constant is U, not the weight)."""
+    ``layer key of U -> layer key`` (the Winograd kernel's constant is U, not the weight); ``out_dtype`` as
+    :func:`release.relax.layout.dtype_attr` reads the call's."""
     from tvm import relax
 
     from ..workloads import conv2d_nchwc_winograd_compute
-    from .layout import dtype_attr
 
     weight = call.args[1].value.numpy()
     key = layer_key(weight)
@@ -154,7 +154,7 @@ def legalize(bb, call, plan: WinogradPlan, pairs: dict):
     u = transform_weight(weight, plan.tile)
     pairs[layer_key(u)] = key
     return bb.call_te(conv2d_nchwc_winograd_compute, call.args[0], relax.const(u),
-                      [int(x) for x in call.attrs.padding], dtype_attr(call.attrs.out_dtype),
+                      [int(x) for x in call.attrs.padding], out_dtype,
                       primfunc_name_hint="conv2d_NCHWc_winograd")
 
 
@@ -164,7 +164,13 @@ def _fused_calls(mod) -> list:
     import tvm
     from tvm import relax
 
-    from .layout import _static_shape
+    from .frontend import struct_info
+
+    def static_shape(expr):
+        try:
+            return [int(x) for x in struct_info(expr).shape]
+        except (AttributeError, TypeError, ValueError):  # a tuple, an unknown rank or a symbolic dimension
+            return None
 
     out = []
     func = mod["main"]
@@ -176,7 +182,7 @@ def _fused_calls(mod) -> list:
                       if isinstance(a, tvm.ir.Constant)]
             keys = [layer_key(c.value.numpy()) for c in consts if len(c.value.shape) == 6]
             if keys:
-                shapes = [s for s in (_static_shape(a) for a in
+                shapes = [s for s in (static_shape(a) for a in
                                       (args.fields if isinstance(args, relax.Tuple) else [args])) if s]
                 out.append((mod[gv], keys, shapes))
 
