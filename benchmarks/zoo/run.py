@@ -215,19 +215,22 @@ def main() -> None:
     command = " ".join([os.path.relpath(sys.argv[0]) if os.path.exists(sys.argv[0]) else sys.argv[0], *sys.argv[1:]])
     results = {}
     path = os.path.join(args.out, "results.json")
-    if os.path.exists(path):
-        results = json.load(open(path)).get("models", {})
+    earlier = json.load(open(path)) if os.path.exists(path) else {}
+    results = earlier.get("models", {})
     tj = target_to_json(target)
     version, rev = provenance()
     head = {"machine": machine_of(tj, host_machine(tj)), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "version": version, "revision": rev, "command": command, "threads": threads, "minutes": args.minutes,
             "rounds": args.rounds, "layout": args.layout or "auto"}
+    if earlier:  # a resumed or re-timed folder keeps the run's own provenance; this invocation's is kept beside it
+        head = {**{k: v for k, v in earlier.items() if k != "models"},
+                "later": earlier.get("later", []) + [{"command": command, "date": head["date"], "revision": rev}]}
     for m in (args.retime.split(",") if args.retime else []):  # the exported builds timed again, not re-tuned
         if m not in results:
             raise SystemExit(f"--retime {m}: no tuned build of it in {path}")
         print(f"{m}: re-timing its exported build side by side, {args.rounds} rounds", flush=True)
         results[m].setdefault("retimed", []).append(
-            {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": command,
              "rounds": side_by_side(m, results[m]["tuned"], args.rounds, threads, args.small)})
         with open(path, "w") as f:
             json.dump({**head, "models": results}, f, indent=1)
@@ -245,13 +248,13 @@ def main() -> None:
             json.dump({**head, "models": results}, f, indent=1)
     direct = any("direct" in r["rounds"][0] for r in results.values() if r["rounds"])
     retimed: list = []
-    lines = [f"# Zoo benchmark: tuned with the defaults for {args.minutes:g} min, then timed beside ONNX Runtime and "
-             "OpenVINO", "", f"Machine {head['machine']}, {threads} threads; {head['date']}; release-tvm {version} "
-             f"revision {rev or '?'}. Command: `{command}`", "",
-             f"Latency (ms): median over {args.rounds} rounds of each one's fastest of 7 means of 10 calls; each round "
+    lines = [f"# Zoo benchmark: tuned with the defaults for {head['minutes']:g} min, then timed beside ONNX Runtime "
+             "and OpenVINO", "", f"Machine {head['machine']}, {threads} threads; {head['date']}; release-tvm "
+             f"{head['version']} revision {head['revision'] or '?'}. Command: `{head['command']}`", "",
+             f"Latency (ms): median over {head['rounds']} rounds of each one's fastest of 7 means of 10 calls; each round "
              "times the exported build, ONNX Runtime and OpenVINO one after another, each in a fresh process of its "
              "own; the runtimes' outputs checked against PyTorch's. A shared machine makes every figure noisy.", "",
-             f"Layout: {head['layout']}.", "",
+             f"Layout: {head.get('layout', 'auto')}.", "",
              "| model | trials | tuning s | exported build | ONNX Runtime | OpenVINO | build / faster runtime |"
              + (" direct-only build | build / direct-only |" if direct else ""),
              "|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if direct else "")]
@@ -259,6 +262,7 @@ def main() -> None:
         first = r["rounds"]
         if r.get("retimed"):  # the latest timing; the first one in a note below the table
             r = {**r, "rounds": r["retimed"][-1]["rounds"]}
+            retimed_command = r["retimed"][-1].get("command", "")
             retimed.append(f"{m}: re-timed {r['retimed'][-1]['date']}; first timing: build "
                            f"{_cell(first, 'build')}, ONNX Runtime {_cell(first, 'onnxruntime')}, OpenVINO "
                            f"{_cell(first, 'openvino')} ms")
@@ -272,7 +276,8 @@ def main() -> None:
             row += (f" {_cell(r['rounds'], 'direct')} | {b / d:.2f}x |" if d and b else " n/a | n/a |")
         lines.append(row)
     if retimed:
-        lines += ["", "Re-timed (the exported builds timed again, not re-tuned; every timing kept in results.json):", ""]
+        lines += ["", "Re-timed (the exported builds timed again, not re-tuned; every timing kept in results.json; "
+                  f"`{retimed_command}`):", ""]
         lines += [f"- {x}" for x in retimed]
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
