@@ -477,7 +477,22 @@ def _onnx_file(model, folder: str) -> str:
 
 
 def cmd_profile(args) -> int:
-    """``release profile``: see the module docstring."""
+    """``release profile``: see the module docstring. What TVM and the model frontends print while the model is
+    imported, extracted and compiled goes to ``<--out without .json>.warnings.log`` (without ``--out``: a file
+    in the system's temporary folder), counted in one closing line, as ``tune-model`` does."""
+    from .stderr_capture import tvm_output_to
+
+    stem = os.path.splitext(args.out)[0] if args.out else os.path.join(tempfile.gettempdir(),
+                                                                       f"release-profile-{os.getpid()}")
+    with tvm_output_to(stem + ".warnings.log") as tvm_output:
+        rc = _cmd_profile(args)
+    if tvm_output.warnings or tvm_output.total.other:
+        print(f"warnings TVM's and the frontends' stderr while importing, extracting and compiling: "
+              f"{tvm_output.summary()}")
+    return rc
+
+
+def _cmd_profile(args) -> int:
     from . import relax as M
     from .commands import check_model_arg
     from .errors import ReleaseError

@@ -192,3 +192,19 @@ def test_tune_model_on_an_onnx_model_with_pooling_is_quiet_and_resumes_its_agent
     assert "(resuming)" in again.stdout
     assert f"agent resumed from {agents}{os.sep}" in again.stderr, again.stderr
     assert "agent checkpoint ignored" not in again.stderr
+
+
+@pytest.mark.slow  # a profile: compile, the VM's hook, ONNX Runtime and OpenVINO each in a process (~40 s)
+def test_profile_is_quiet_and_counts_what_tvm_printed(tmp_path):
+    """``release profile`` keeps TVM's and the frontends' output off the console as tune-model does: in
+    ``<--out stem>.warnings.log``, counted in one line."""
+    path = _pooling_onnx(tmp_path / "pool.onnx")
+    out = tmp_path / "prof.json"
+    p = subprocess.run([sys.executable, "-m", "release.cli", "profile", "--model", path, "--runs", "2",
+                        "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr
+    assert not CHATTER.search(p.stderr), p.stderr
+    kept = tmp_path / "prof.warnings.log"
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("warnings "))
+    assert f"in {kept}" in line and "by step: import" in line
+    assert "Renaming name input.1 to input_1" in kept.read_text()

@@ -199,6 +199,18 @@ def print_bench(result: BenchCommandResult) -> int:
 
 
 def cmd_bench(args) -> int:
-    """``release bench``: :class:`BenchCommandConfig` -> :func:`run_bench` -> :func:`print_bench`."""
-    return print_bench(run_bench(BenchCommandConfig.from_args(args)))
+    """``release bench``: :class:`BenchCommandConfig` -> :func:`run_bench` -> :func:`print_bench`. What TVM and
+    the model frontends print while a model tier imports, extracts and compiles goes to ``<out>/warnings.log``,
+    counted in one closing line (:func:`release.stderr_capture.quiet`), as ``tune-model`` does."""
+    import os
+
+    from ..stderr_capture import tvm_output_to
+
+    config = BenchCommandConfig.from_args(args)
+    with tvm_output_to(os.path.join(config.bench.out, "warnings.log")) as tvm_output:
+        rc = print_bench(run_bench(config))
+    if tvm_output.warnings or tvm_output.total.other:
+        print(f"warnings TVM's and the frontends' stderr while importing, extracting and compiling: "
+              f"{tvm_output.summary()}")
+    return rc
 

@@ -389,10 +389,13 @@ def compare_baselines(config: TuneModelConfig, model, threads: int, wall_s: floa
         work = tempfile.mkdtemp(prefix="release-ms-")
         timing_priority("normal")  # MetaSchedule's search runs here; its run workers take the priority asked for
         m = config.measure
-        msdb, ms_wall = M.tune_with_metaschedule(model, config.target, config.n_trial, work, number=m.number,
-                                                 repeat=m.repeat, min_repeat_ms=m.min_repeat_ms,
-                                                 n_parallel=m.n_parallel, seed=config.seed, progress=config.progress,
-                                                 layout=config.layout)
+        from ..stderr_capture import quiet
+
+        with quiet("metaschedule"):  # tune_relax's C++ log lines go to the run's warnings file, counted
+            msdb, ms_wall = M.tune_with_metaschedule(model, config.target, config.n_trial, work, number=m.number,
+                                                     repeat=m.repeat, min_repeat_ms=m.min_repeat_ms,
+                                                     n_parallel=m.n_parallel, seed=config.seed,
+                                                     progress=config.progress, layout=config.layout)
         msex = M.compile_model(model, config.target, msdb, progress=config.progress, layout=config.layout)
         timing_priority()
         ms = {"result": M.evaluate(model, msex, check=False, threads=threads), "wall_s": ms_wall}
