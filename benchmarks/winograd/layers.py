@@ -3,8 +3,9 @@ share them: 64, 128, 256 and 512 channels at 56, 28, 14 and 7 pixels) tuned as a
 layout (``NCHWc``) and as Winograd F(2x2, 3x3) and F(4x4, 3x3) (``NCHWc-winograd2``, ``-winograd4``), each with
 ``release+``, the same trials and seed, no knowledge base (the shipped pack holds direct records only: a warm
 start would favour the direct form); then each form's best config re-timed in interleaved rounds
-(:func:`release.reference.time_callable` on the compiled kernel, a fresh process per form and round), and each
-compiled kernel's FP32 error against a float64 PyTorch convolution on seeded data.
+(:func:`release.reference.time_callable` on the scheduled kernel with its arguments in the pre-packed layout, as
+the runner times it, a fresh process per form and round), and each compiled kernel's FP32 error against a float64
+PyTorch convolution on seeded data.
 
 Writes ``<out>/results.json`` and ``<out>/table.md`` (machine, date, revision, command). Usage::
 
@@ -48,16 +49,20 @@ def _time_child(workload: str, form: str, log: str) -> None:
     from release.task import create_task
     from release.threads import thread_count, use_threads
 
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
     task = create_task(workload, "llvm", layout=form)
     threads = thread_count(task.target)
     use_threads(threads)
     best = apply_history_best(log).best(task)
-    lib = compile_config(task, tuple(best.config))
-    xs = [tvm.runtime.tensor(x) for x in task.random_inputs()]
-    shape, dtype = task.output_shape()
-    out = tvm.runtime.empty(shape, dtype, tvm.cpu())
-    fn = lib["main"]
-    t = time_callable(lambda: fn(*xs, out), threads)
+    lib = compile_config(task, tuple(best.config))  # packs the weight inside: for the error only
+    # timed as the runner times it: the scheduled program on arguments in its rewritten (pre-packed) layout
+    sch = task.config_space.apply(tuple(best.config))
+    fn = tvm.compile(sch.mod, target=task.target)["main"]
+    rng = np.random.default_rng(0)
+    args = [tvm.runtime.tensor(rng.uniform(-1, 1, [int(d) for d in a.shape]).astype(str(a.dtype)))
+            for a in ArgInfo.from_entry_func(sch.mod, remove_preproc=True)]
+    t = time_callable(lambda: fn(*args), threads)
     print(json.dumps({"ms": t.seconds * 1e3, "reliable": t.reliable, "tuned_ms": best.mean_cost * 1e3,
                       "fp32_error": fp32_error(task, workload, form, lib)}))
 
@@ -133,7 +138,8 @@ def main() -> None:
              f"Machine {head['machine']}; {head['date']}; release-tvm {version} revision {rev or '?'}. "
              f"Command: `{command}`", "",
              f"Kernel time (ms): median over {args.rounds} rounds of the best config re-timed in a fresh process "
-             "(fastest of 7 means of 10 calls); FP32 error: max |out - float64 PyTorch| / max |float64 PyTorch|.", "",
+             "(fastest of 7 means of 10 calls, weights pre-packed as the runner times them); in brackets the tuning "
+             "run's own best; FP32 error: max |out - float64 PyTorch| / max |float64 PyTorch|.", "",
              "| layer | shape | direct ms | F(2x2) ms | F(4x4) ms | direct / best | error direct | F(2x2) | F(4x4) |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for w, r in results.items():
@@ -142,7 +148,8 @@ def main() -> None:
         d = med["NCHWc"]
         best = min(v for v in med.values() if v is not None)
         e = r["fp32_error"]
-        cells = " | ".join("n/a" if med[f] is None else f"{med[f]:.3f}" for f in FORMS)
+        tuned = {f: next((x[f]["tuned_ms"] for x in r["rounds"] if "tuned_ms" in x[f]), None) for f in FORMS}
+        cells = " | ".join("n/a" if med[f] is None else f"{med[f]:.3f} ({tuned[f]:.3f})" for f in FORMS)
         lines.append(f"| {w} | {get_workload(w).description} | {cells} | "
                      f"{(d / best) if d else float('nan'):.2f}x | " + " | ".join(f"{e[f]:.1e}" for f in FORMS) + " |")
     with open(os.path.join(args.out, "table.md"), "w") as f:
