@@ -201,6 +201,7 @@ def test_runners_declare_batched_and_results_are_typed():
     assert (costs, secs, kind, msg) == ([1e-3], 0.5, "", "") and BuildResult(None, 1.0, "build_error").error_kind
 
 
+@pytest.mark.slow  # two MetaSchedule worker pools (~13 s); the runner's contract is tested quickly above
 def test_metaschedule_builder_and_runner_are_accepted(matmul_task):
     """Any MetaSchedule Builder/Runner (here its LocalBuilder with the fast build function and its
     LocalRunner) measures through measure_option and the Measurer."""

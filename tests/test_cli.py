@@ -428,6 +428,7 @@ def test_top_level_help_examples_parse():
     assert "examples:" in parser.format_help()
 
 
+@pytest.mark.slow  # the deploy tutorial's quick run (tests/test_tutorials.py) runs a tuned kernel as printed
 def test_tune_blocked_layout_and_the_printed_usage_runs(tmp_path):
     """`--layout NCHWc` tunes the channel-blocked conv2d; the `use` lines it prints compile the best
     kernel when run as printed, on the target's threads."""

@@ -108,7 +108,7 @@ def test_inception_every_conv_blocked_transforms_at_the_edges_only(inception):
     assert not any("conv2d" in c and "NCHWc" not in c for c in calls), calls
 
 
-@pytest.mark.parametrize("route", ["pytorch", "onnx"])
+@pytest.mark.parametrize("route", [pytest.param("pytorch", marks=pytest.mark.slow), "onnx"])  # one route by default
 def test_inception_blocked_build_equals_pytorch(route, inception, tmp_path):
     net, x = _Inception().eval(), torch.randn(1, 3, 35, 35)
     if route == "pytorch":

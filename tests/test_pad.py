@@ -79,6 +79,7 @@ class _Tokens(torch.nn.Module):
         return torch.softmax(h @ h.transpose(-2, -1), -1) @ h
 
 
+@pytest.mark.slow  # tunes and compiles a model (~15 s); padding's rules are tested quickly above
 def test_model_tasks_padded_and_the_tuned_model_matches_pytorch():
     from release.measure import LocalBuilder, LocalRunner, apply_history_best, measure_option
     from release.target import resolve_target

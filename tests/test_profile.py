@@ -165,6 +165,7 @@ def _side_by_side():
     return mod
 
 
+@pytest.mark.slow  # a benchmark script's rounds with ONNX Runtime (~20 s)
 def test_logs_side_by_side_times_every_log_and_onnx_runtime_each_round(tmp_path, capsys):
     """The side-by-side script compiles each named log and times it beside ONNX Runtime in every round; the
     first log is the baseline of the ratios."""

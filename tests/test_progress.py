@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from release.progress import PlainProgress, progress
 
 
@@ -47,6 +49,7 @@ def test_every_t_seconds_and_no_line_twice_when_logging_writes_the_same_stream()
     assert progress(5, disable=True) is None
 
 
+@pytest.mark.slow  # the quick version: test_tune_model_says_each_trial_in_plain_lines
 def test_cli_tune_writes_plain_progress_lines_to_a_redirected_stderr(tmp_path):
     """``release tune`` with stderr a file: the progress_bar callback writes plain lines, not tqdm's."""
     err = tmp_path / "stderr.txt"

@@ -132,6 +132,7 @@ def test_torch_operator_equals_the_workload_reference(workload):
     np.testing.assert_allclose(got, task.reference(inputs), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow  # a tuning run on the CPU (~8 s); the quick version: test_tune_resume_and_retime_steps_run_on_the_cpu
 def test_run_seconds_ends_a_tuning_run_through_tune_callbacks(tmp_path):
     """--run-seconds ends a run from inside Tuner.tune (its Deadline's on_start starts the clock),
     before the trial budget and long before the watchdog: on the H200 every run went to the

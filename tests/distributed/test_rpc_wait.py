@@ -13,6 +13,7 @@ from release.errors import MeasureError
 from .conftest import free_port, kill_tree, spawn, wait_for
 
 
+@pytest.mark.slow  # a tracker and a server (~18 s); the quick versions: the backoff and give-up tests below
 def test_server_started_before_its_tracker_waits_and_registers(tmp_path):
     """A real tracker on localhost, started only once the server said it is waiting for it."""
     port, sport = free_port(), free_port()

@@ -4,6 +4,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -15,6 +17,7 @@ def _script():
     return mod
 
 
+@pytest.mark.slow  # a benchmark script's run (~28 s)
 def test_quick_run_reports_planned_and_measured_memory(tmp_path):
     assert _script().main(["--quick", "--out", str(tmp_path)]) == 0
     doc = json.loads((tmp_path / "memory_order_models.json").read_text())

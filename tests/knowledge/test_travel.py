@@ -211,6 +211,7 @@ def test_knowledge_base_of_another_cpu_gives_seeds(tmp_path, here_log):
     assert [_cost_there(recs)[c] for c in seeds] == _best_costs(recs, 3)  # ties in any order
 
 
+@pytest.mark.slow  # a release tune in a fresh interpreter (~16 s); the pack's reading is tested quickly below
 # ---------------------------------------------------------------- the shipped pack
 def test_pack_is_used_in_a_fresh_home_directory(tmp_path, monkeypatch, capsys):
     """No base, no cache, no settings: the pack shipped with the package starts our tuners warm (or,
