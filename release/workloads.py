@@ -268,6 +268,14 @@ def conv2d_nchwc_winograd_te(p: dict, cb: int, kb: int, tile: int):
     return [data, weight, conv2d_nchwc_winograd_compute(data, weight, p["pad"])]
 
 
+def padding4(padding) -> tuple[int, int, int, int]:
+    """``(top, left, bottom, right)`` of a convolution's padding given as Relax's ``nn.conv2d`` attribute: an
+    int, ``(h, w)`` or ``(top, left, bottom, right)``."""
+    pv = [int(x) for x in padding] if hasattr(padding, "__len__") else [int(padding)]
+    pt, pl, pb, pr = {1: pv * 4, 2: pv * 2, 4: pv}.get(len(pv), pv)
+    return pt, pl, pb, pr
+
+
 def _blocked_window(data, r: int, s: int, stride, padding, dilation):
     """The sliding window of a convolution over blocked data (N, C/b, H, W, b): ``(padded data, (stride h,
     w), (dilation h, w), OH, OW)``, with strides, dilations and paddings as Relax's ``nn.conv2d`` attributes
@@ -281,8 +289,7 @@ def _blocked_window(data, r: int, s: int, stride, padding, dilation):
 
     sh, sw = pair(stride)
     dh, dw = pair(dilation)
-    pv = [int(x) for x in padding] if hasattr(padding, "__len__") else [int(padding)]
-    pt, pl, pb, pr = {1: pv * 4, 2: pv * 2, 4: pv}.get(len(pv), pv)
+    pt, pl, pb, pr = padding4(padding)
     h, w = int(data.shape[2]), int(data.shape[3])
     oh = (h + pt + pb - (r - 1) * dh - 1) // sh + 1
     ow = (w + pl + pr - (s - 1) * dw - 1) // sw + 1
@@ -478,8 +485,7 @@ def conv2d_nchwc_winograd_compute(data, weight, padding=1, out_dtype: str | None
         raise WorkloadError(f"Winograd weight of {wc1}x{wcb} input channels for data of {c1}x{cb}")
     if not 2 <= m <= 8:
         raise WorkloadError(f"Winograd weight of alpha {alpha}: tile size {m} is not in 2-8")
-    pv = [int(x) for x in padding] if hasattr(padding, "__len__") else [int(padding)]
-    pt, pl, pb, pr = {1: pv * 4, 2: pv * 2, 4: pv}.get(len(pv), pv)
+    pt, pl, pb, pr = padding4(padding)
     oh, ow = h + pt + pb - r + 1, w + pl + pr - r + 1
     nh, nw = (oh + m - 1) // m, (ow + m - 1) // m
     tiles = nh * nw
@@ -528,8 +534,7 @@ def winograd_reference(data: np.ndarray, weight: np.ndarray, padding=1) -> np.nd
     alpha, _, k1, _, _, kb = weight.shape
     m = alpha - 2
     a_mat, b_mat, _ = winograd_matrices(m)
-    pv = list(padding) if hasattr(padding, "__len__") else [padding]
-    pt, pl, pb, pr = {1: pv * 4, 2: pv * 2, 4: pv}.get(len(pv), pv)
+    pt, pl, pb, pr = padding4(padding)
     oh, ow = h + pt + pb - 2, w + pl + pr - 2
     nh, nw = -(-oh // m), -(-ow // m)
     d = np.zeros((n, c1, nh * m + 2, nw * m + 2, cb))

@@ -26,38 +26,31 @@ def _inline_constants(sch, block) -> None:
             sch.compute_inline(producer)
 
 
-def _transform(sch, block):
-    """Loops ``(a, b, c, d, vec, r1, r2)`` -> ``c*d`` parallel, ``a, b, r1, r2`` unrolled, ``vec`` vectorized:
-    the order both transforms' loop nests share (spatial alpha/alpha or tile/tile, two outer spatial axes,
-    the channel block, two reductions)."""
+def _transform(sch, block, outer: tuple, tile: tuple):
+    """Both transforms' loop nests: seven loops, two of them ``outer`` spatial axes (fused, parallel), two ``tile``
+    axes (alpha x alpha or m x m: unrolled), the vector axis (index 4: vectorized, innermost) and two reductions
+    over alpha (indices 5, 6: unrolled)."""
+    _inline_constants(sch, block)
     loops = sch.get_loops(block)
     if len(loops) != 7:
         return [sch]  # not the compute this rule is for: leave it unscheduled (still correct)
-    a, b, c, d, vec, r1, r2 = loops
-    sch.reorder(c, d, a, b, r1, r2, vec)
-    sch.parallel(sch.fuse(c, d))
-    for loop in (a, b, r1, r2):
+    o1, o2 = (loops[i] for i in outer)
+    t1, t2 = (loops[i] for i in tile)
+    vec, r1, r2 = loops[4], loops[5], loops[6]
+    sch.reorder(o1, o2, t1, t2, r1, r2, vec)
+    sch.parallel(sch.fuse(o1, o2))
+    for loop in (t1, t2, r1, r2):
         sch.unroll(loop)
     sch.vectorize(vec)
     return [sch]
 
 
 def _data_rule(sch, block):
-    _inline_constants(sch, block)
-    return _transform(sch, block)
+    return _transform(sch, block, outer=(2, 3), tile=(0, 1))  # (eps, nu, c, p, cb, ra, rb)
 
 
 def _inverse_rule(sch, block):
-    _inline_constants(sch, block)
-    loops = sch.get_loops(block)  # (k, p, vh, vw, co, sa, sb) -> (k, p) parallel, the rest as the data rule's
-    if len(loops) == 7:
-        k, p, vh, vw, co, sa, sb = loops
-        sch.reorder(k, p, vh, vw, sa, sb, co)
-        sch.parallel(sch.fuse(k, p))
-        for loop in (vh, vw, sa, sb):
-            sch.unroll(loop)
-        sch.vectorize(co)
-    return [sch]
+    return _transform(sch, block, outer=(0, 1), tile=(2, 3))  # (k, p, vh, vw, kb, sa, sb)
 
 
 def register() -> None:
