@@ -54,7 +54,6 @@ class WinogradLayer:
     shape: str
     direct_s: float | None
     winograd_s: float | None
-    kernels: tuple = ()
 
     @property
     def winograd(self) -> bool:
@@ -232,7 +231,8 @@ def choose(mod, target, database, tile: int, fuse, defaults: dict | None = None)
     direct_s: dict = {}
     for func, keys, _ in _fused_calls(direct):
         for k in keys:
-            direct_s.setdefault(k, (_best_seconds(database, func, target, defaults), func))
+            if k not in direct_s:
+                direct_s[k] = _best_seconds(database, func, target, defaults)
     layers = []
     seen = set()
     for func, keys, shapes in _fused_calls(every):
@@ -241,11 +241,8 @@ def choose(mod, target, database, tile: int, fuse, defaults: dict | None = None)
             if key is None or key in seen:
                 continue
             seen.add(key)
-            d, dfunc = direct_s.get(key, (None, None))
-            shape = _conv_shape(shapes)
-            layers.append(WinogradLayer(key, shape, d, _best_seconds(database, func, target, defaults),
-                                        (str(dfunc.attrs["global_symbol"]) if dfunc is not None and dfunc.attrs
-                                         and "global_symbol" in dfunc.attrs else "",)))
+            layers.append(WinogradLayer(key, _conv_shape(shapes), direct_s.get(key),
+                                        _best_seconds(database, func, target, defaults)))
     return WinogradChoice(tile, layers)
 
 
